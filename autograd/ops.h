@@ -1,0 +1,107 @@
+#pragma once
+// The differentiable ops. Each is a free function that checks shapes (throwing seqtape::Error
+// with the op's name and the shapes), computes its result with the kernels, and — when any
+// input requires grad and the tape is recording — records a backward closure that keeps only
+// what the derivative needs. Every backward adds (+=) into its inputs' gradients.
+//
+// All inputs of an op must share one dtype (float32 or float64); the result has it too.
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/rng.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"
+
+namespace seqtape {
+
+// A boolean mask (1 = masked) whose shape broadcasts to the tensor it is applied to.
+struct Mask {
+  Shape shape;
+  std::vector<uint8_t> data;
+  Mask() = default;
+  Mask(Shape s, std::vector<uint8_t> d) : shape(std::move(s)), data(std::move(d)) {}
+  static Mask zeros(Shape s) {
+    auto n = static_cast<size_t>(shape_numel(s));
+    return Mask(std::move(s), std::vector<uint8_t>(n, 0));
+  }
+  // [T, T] with 1 above the diagonal: position i may not look at j > i.
+  static Mask causal(int64_t t);
+};
+
+// ---- linear algebra -------------------------------------------------------------------
+// C = op(A)·op(B), op = transpose when the flag is set. 2-D: [M,K]·[K,N]. Batched:
+// a [..., M, K] with b [..., K, N] (same leading dims), or b 2-D shared by every batch.
+Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false);
+
+// ---- elementwise, with NumPy broadcasting ----------------------------------------------
+Var add(const Var& a, const Var& b);
+Var sub(const Var& a, const Var& b);
+Var mul(const Var& a, const Var& b);
+Var div(const Var& a, const Var& b);
+Var add(const Var& a, double s);
+Var mul(const Var& a, double s);
+Var rsub(double s, const Var& a);  // s - a
+Var neg(const Var& a);
+Var exp(const Var& a);
+Var log(const Var& a);
+Var sqrt(const Var& a);
+Var tanh(const Var& a);
+Var relu(const Var& a);
+Var gelu(const Var& a);  // exact: x·Φ(x)
+
+inline Var operator+(const Var& a, const Var& b) { return add(a, b); }
+inline Var operator-(const Var& a, const Var& b) { return sub(a, b); }
+inline Var operator*(const Var& a, const Var& b) { return mul(a, b); }
+inline Var operator/(const Var& a, const Var& b) { return div(a, b); }
+inline Var operator+(const Var& a, double s) { return add(a, s); }
+inline Var operator-(const Var& a, double s) { return add(a, -s); }
+inline Var operator*(const Var& a, double s) { return mul(a, s); }
+inline Var operator*(double s, const Var& a) { return mul(a, s); }
+inline Var operator/(const Var& a, double s) { return mul(a, 1.0 / s); }
+inline Var operator-(const Var& a) { return neg(a); }
+
+// ---- reductions -------------------------------------------------------------------------
+Var sum(const Var& a);                                  // all elements -> shape []
+Var sum(const Var& a, int axis, bool keepdim = false);  // along one axis
+Var mean(const Var& a);
+Var mean(const Var& a, int axis, bool keepdim = false);
+
+// ---- shape ------------------------------------------------------------------------------
+Var reshape(const Var& a, Shape shape);  // one dimension may be -1
+Var transpose(const Var& a, int d0, int d1);
+Var permute(const Var& a, const std::vector<int>& perm);
+Var concat(const std::vector<Var>& parts, int axis);
+Var slice(const Var& a, int axis, int64_t start, int64_t end);  // [start, end)
+
+// ---- lookup and masking -----------------------------------------------------------------
+// rows of weight [V, C] picked by ids (shape ids_shape) -> ids_shape + [C]. Backward
+// scatter-adds: a row used twice receives the sum of both gradients.
+Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& ids_shape);
+// Where mask is 1 the result is value (its gradient is 0 there); elsewhere a.
+Var masked_fill(const Var& a, const Mask& mask, double value);
+
+// ---- normalization and probabilities (last axis) ---------------------------------------
+// Max-subtracted. A row that is entirely -inf (a fully masked attention row) gives
+// all-zero probabilities and zero gradient instead of NaN.
+Var softmax(const Var& a);
+Var log_softmax(const Var& a);
+// Fused: (x - mean)·rstd·gamma + beta over the last axis; saves mean and rstd.
+Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-5);
+// Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p). Identity
+// when !training or p == 0.
+Var dropout(const Var& a, double p, bool training, Rng& rng);
+
+// ---- loss -------------------------------------------------------------------------------
+// Fused log_softmax + negative log-likelihood over logits [..., V] and one target per row.
+// Mean over rows whose target != ignore_index. With label smoothing e the target
+// distribution is (1-e)·onehot + e/V. A batch whose targets are all ignored gives loss 0
+// and zero gradients (not NaN).
+struct CrossEntropyOptions {
+  int32_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets,
+                  CrossEntropyOptions opt = {});
+
+}  // namespace seqtape

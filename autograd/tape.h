@@ -1,0 +1,118 @@
+#pragma once
+// The tape (a Wengert list): differentiable ops append one node per result, in execution
+// order; backward walks the list in reverse and calls each node's closure. No hashing, no
+// recursion. The tape is cleared (capacity kept) and reused every step.
+//
+// Var is a value on the tape: a Tensor, its gradient (allocated on first use, accumulated
+// with +=), and whether it wants one. Leaves are made by the user (parameters, inputs);
+// every other Var is the result of an op.
+
+#ifdef SEQTAPE_NO_TAPE
+#error "infer/ decodes without the tape: include autograd/tensor.h and autograd/kernels.h only"
+#endif
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace seqtape {
+
+struct VarImpl {
+  Tensor value;
+  Tensor grad;  // undefined until something is accumulated into it
+  bool requires_grad = false;
+  bool leaf = true;
+  uint64_t tape_generation = 0;  // for results: the generation of the tape that recorded them
+};
+
+class Var {
+ public:
+  Var() = default;
+  explicit Var(Tensor value, bool requires_grad = false);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Tensor& value() const { return impl_->value; }
+  Tensor& mutable_value() { return impl_->value; }  // optimizers update parameters in place
+  const Tensor& grad() const { return impl_->grad; }
+  bool has_grad() const { return impl_->grad.defined(); }
+  bool requires_grad() const { return impl_->requires_grad; }
+  void set_requires_grad(bool r) { impl_->requires_grad = r; }
+  bool is_leaf() const { return impl_->leaf; }
+  void zero_grad();  // keeps the buffer, fills it with zeros
+
+  const Shape& shape() const { return impl_->value.shape(); }
+  int64_t dim(int i) const { return impl_->value.dim(i); }
+  int ndim() const { return impl_->value.ndim(); }
+  int64_t numel() const { return impl_->value.numel(); }
+  DType dtype() const { return impl_->value.dtype(); }
+  double item() const { return impl_->value.item(); }
+
+  VarImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<VarImpl>& shared() const { return impl_; }
+
+ private:
+  std::shared_ptr<VarImpl> impl_;
+};
+
+// Adds g into v's gradient (allocating zeros first); refuses a gradient of the wrong shape.
+void accumulate_grad(VarImpl& v, const Tensor& g, const char* op);
+// v's gradient buffer, allocated as zeros if needed — for backward closures that write with
+// BLAS beta = 1 or loop with +=.
+Tensor& grad_buffer(VarImpl& v);
+
+class Tape {
+ public:
+  using Backward = std::function<void()>;
+
+  // The tape ops record into on this thread.
+  static Tape& current();
+
+  // Records a node. Ops call this through make_result() in ops_util.h.
+  void record(const std::shared_ptr<VarImpl>& out, Backward fn);
+
+  // Reverse-mode from a one-element root (seed 1) or from any root with an upstream
+  // gradient of the root's shape. Intermediate gradients are reset first, so calling
+  // backward twice on the same tape gives the same leaf increments.
+  void backward(const Var& root);
+  void backward(const Var& root, const Tensor& upstream);
+
+  // Drops every node (and the intermediate values they hold); keeps the vector's capacity.
+  void clear();
+  size_t size() const { return nodes_.size(); }
+  size_t capacity() const { return nodes_.capacity(); }
+  uint64_t generation() const { return generation_; }
+
+  bool recording() const { return recording_; }
+  void set_recording(bool r) { recording_ = r; }
+
+  // Anomaly mode: every op checks its result for NaN/Inf and throws naming itself.
+  bool anomaly() const { return anomaly_; }
+  void set_anomaly(bool a) { anomaly_ = a; }
+
+ private:
+  struct Node {
+    std::shared_ptr<VarImpl> out;
+    Backward fn;
+  };
+  std::vector<Node> nodes_;
+  uint64_t generation_ = 1;
+  bool recording_ = true;
+  bool anomaly_ = false;
+};
+
+// Within this scope ops record nothing and results do not require grad.
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(Tape::current().recording()) { Tape::current().set_recording(false); }
+  ~NoGradGuard() { Tape::current().set_recording(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+}  // namespace seqtape

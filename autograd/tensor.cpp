@@ -1,0 +1,234 @@
+#include "autograd/tensor.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+namespace seqtape {
+
+size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 8; }
+const char* dtype_name(DType d) { return d == DType::F32 ? "float32" : "float64"; }
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) {
+    if (d < 0) throw Error("shape " + shape_str(s) + " has a negative dimension");
+    n *= d;
+  }
+  return n;
+}
+
+void fail(const std::string& where, const std::string& what) { throw Error(where + ": " + what); }
+
+// ---- buffer pool ------------------------------------------------------------------------
+// Buffers are rounded up to a power of two and kept in per-size free lists when released,
+// up to a cap, so the same shapes every step cost no malloc and no page faults.
+namespace {
+constexpr int kBuckets = 48;
+constexpr size_t kMaxCached = size_t{1} << 31;  // never cache more than 2 GiB
+
+struct Pool {
+  std::mutex mu;
+  std::array<std::vector<void*>, kBuckets> free;
+  size_t cached = 0;
+  size_t in_use = 0;
+};
+Pool& pool() {
+  static Pool* p = new Pool();  // never destroyed: tensors may outlive static destructors
+  return *p;
+}
+int bucket_of(size_t bytes) {
+  int b = 6;  // 64 bytes minimum, cache-line aligned
+  while ((size_t{1} << b) < bytes) ++b;
+  return b;
+}
+}  // namespace
+
+struct Buffer {
+  void* ptr = nullptr;
+  int bucket = 0;
+  explicit Buffer(size_t bytes) {
+    bucket = bucket_of(bytes);
+    if (bucket >= kBuckets) throw Error("Tensor: allocation of " + std::to_string(bytes) + " bytes is too large");
+    Pool& p = pool();
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      auto& list = p.free[bucket];
+      if (!list.empty()) {
+        ptr = list.back();
+        list.pop_back();
+        p.cached -= size_t{1} << bucket;
+      }
+      p.in_use += size_t{1} << bucket;
+    }
+    if (!ptr) {
+      ptr = std::aligned_alloc(64, size_t{1} << bucket);
+      if (!ptr) {
+        std::lock_guard<std::mutex> lock(p.mu);
+        p.in_use -= size_t{1} << bucket;
+        throw Error("Tensor: out of memory allocating " + std::to_string(bytes) + " bytes");
+      }
+    }
+  }
+  ~Buffer() {
+    Pool& p = pool();
+    size_t sz = size_t{1} << bucket;
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.in_use -= sz;
+    if (p.cached + sz <= kMaxCached) {
+      p.free[bucket].push_back(ptr);
+      p.cached += sz;
+    } else {
+      std::free(ptr);
+    }
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+size_t pool_bytes_in_use() {
+  std::lock_guard<std::mutex> lock(pool().mu);
+  return pool().in_use;
+}
+size_t pool_bytes_cached() {
+  std::lock_guard<std::mutex> lock(pool().mu);
+  return pool().cached;
+}
+
+// ---- Tensor -----------------------------------------------------------------------------
+Tensor Tensor::empty(Shape shape, DType dtype) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.buf_ = std::make_shared<Buffer>(std::max<size_t>(1, t.nbytes()));
+  t.ptr_ = t.buf_->ptr;
+  return t;
+}
+
+Tensor::Tensor(Shape shape, DType dtype) {
+  *this = empty(std::move(shape), dtype);
+  zero();
+}
+
+Tensor Tensor::full(Shape shape, double value, DType dtype) {
+  Tensor t = empty(std::move(shape), dtype);
+  t.fill(value);
+  return t;
+}
+
+Tensor Tensor::from(const std::vector<float>& v, Shape shape) {
+  if (shape_numel(shape) != static_cast<int64_t>(v.size()))
+    fail("Tensor::from", std::to_string(v.size()) + " values do not fill shape " + shape_str(shape));
+  Tensor t = empty(std::move(shape), DType::F32);
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+Tensor Tensor::from(const std::vector<double>& v, Shape shape) {
+  if (shape_numel(shape) != static_cast<int64_t>(v.size()))
+    fail("Tensor::from", std::to_string(v.size()) + " values do not fill shape " + shape_str(shape));
+  Tensor t = empty(std::move(shape), DType::F64);
+  std::copy(v.begin(), v.end(), t.data<double>());
+  return t;
+}
+
+int64_t Tensor::dim(int i) const {
+  int n = ndim();
+  int j = i < 0 ? i + n : i;
+  if (j < 0 || j >= n)
+    fail("Tensor::dim", "axis " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
+  return shape_[static_cast<size_t>(j)];
+}
+
+void Tensor::check_dtype(DType want) const {
+  if (!buf_) fail("Tensor", "access to an undefined tensor");
+  if (want != dtype_)
+    fail("Tensor", std::string("data of a ") + dtype_name(dtype_) + " tensor read as " + dtype_name(want));
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  if (shape_numel(shape) != numel_)
+    fail("reshape", "cannot view " + shape_str(shape_) + " as " + shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!buf_) return Tensor();
+  Tensor t = empty(shape_, dtype_);
+  std::memcpy(t.ptr_, ptr_, nbytes());
+  return t;
+}
+
+Tensor Tensor::to(DType d) const {
+  if (d == dtype_) return clone();
+  Tensor t = empty(shape_, d);
+  if (d == DType::F64) {
+    const float* s = data<float>();
+    double* o = t.data<double>();
+    for (int64_t i = 0; i < numel_; ++i) o[i] = s[i];
+  } else {
+    const double* s = data<double>();
+    float* o = t.data<float>();
+    for (int64_t i = 0; i < numel_; ++i) o[i] = static_cast<float>(s[i]);
+  }
+  return t;
+}
+
+void Tensor::fill(double value) {
+  dispatch(dtype_, [&](auto tag) {
+    using T = decltype(tag);
+    std::fill_n(static_cast<T*>(ptr_), numel_, static_cast<T>(value));
+  });
+}
+
+void Tensor::zero() {
+  if (buf_) std::memset(ptr_, 0, nbytes());
+}
+
+double Tensor::get(int64_t i) const {
+  if (i < 0 || i >= numel_)
+    fail("Tensor::get", "index " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
+  return dtype_ == DType::F32 ? static_cast<const float*>(ptr_)[i] : static_cast<const double*>(ptr_)[i];
+}
+
+void Tensor::set(int64_t i, double v) {
+  if (i < 0 || i >= numel_)
+    fail("Tensor::set", "index " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
+  if (dtype_ == DType::F32)
+    static_cast<float*>(ptr_)[i] = static_cast<float>(v);
+  else
+    static_cast<double*>(ptr_)[i] = v;
+}
+
+double Tensor::item() const {
+  if (numel_ != 1) fail("Tensor::item", "tensor of shape " + shape_str(shape_) + " has more than one element");
+  return get(0);
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> v(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) v[static_cast<size_t>(i)] = get(i);
+  return v;
+}
+
+std::vector<float> Tensor::to_floats() const {
+  std::vector<float> v(static_cast<size_t>(numel_));
+  for (int64_t i = 0; i < numel_; ++i) v[static_cast<size_t>(i)] = static_cast<float>(get(i));
+  return v;
+}
+
+}  // namespace seqtape

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs seqtape's build and test dependencies from Debian packages. Idempotent: runs
+# `apt-get update` once, then installs only what is missing. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libopenblas-dev   # BLAS through CBLAS (sgemm/dgemm/sgemv)
+  libgtest-dev      # tests
+  libbenchmark-dev  # bench/
+  libcereal-dev     # checkpoints
+  libcli11-dev      # command line
+  nlohmann-json3-dev # JSON config, export and traces
+  libxxhash-dev     # checkpoint checksums
+)
+if [ "${SEQTAPE_WITH_EXTRAS:-0}" = 1 ]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all dependencies present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
