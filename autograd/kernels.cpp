@@ -1,0 +1,167 @@
+#include "autograd/kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace seqtape::kernels {
+
+namespace {
+CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
+}  // namespace
+
+template <>
+void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // BLAS would leave C untouched for beta = 1; make beta = 0 mean zeros too
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+template <>
+void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                  int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0. ? 0. : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+template <>
+void vec_mat<float>(int64_t k, int64_t n, float alpha, const float* x, const float* w, float beta,
+                    float* y) {
+  // x·W = Wᵀ·x with W row-major [K,N].
+  cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(n), alpha,
+              w, static_cast<blasint>(n), x, 1, beta, y, 1);
+}
+template <>
+void vec_mat<double>(int64_t k, int64_t n, double alpha, const double* x, const double* w,
+                     double beta, double* y) {
+  cblas_dgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(n), alpha,
+              w, static_cast<blasint>(n), x, 1, beta, y, 1);
+}
+
+template <typename T>
+void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
+    if (mx == -std::numeric_limits<T>::infinity()) {  // fully masked row: no probability mass
+      std::fill_n(yr, cols, T(0));
+      continue;
+    }
+    T s = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      yr[c] = std::exp(xr[c] - mx);
+      s += yr[c];
+    }
+    T inv = T(1) / s;
+    for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
+  }
+}
+
+template <typename T>
+void log_softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
+    if (mx == -std::numeric_limits<T>::infinity()) {
+      std::fill_n(yr, cols, -std::numeric_limits<T>::infinity());
+      continue;
+    }
+    T s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - mx);
+    T lse = mx + std::log(s);
+    for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
+  }
+}
+
+template <typename T>
+void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
+                     int64_t rows, int64_t cols, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    T m = 0;
+    for (int64_t c = 0; c < cols; ++c) m += xr[c];
+    m /= static_cast<T>(cols);
+    T v = 0;
+    for (int64_t c = 0; c < cols; ++c) v += (xr[c] - m) * (xr[c] - m);
+    v /= static_cast<T>(cols);
+    T rs = T(1) / std::sqrt(v + static_cast<T>(eps));
+    for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+    if (mean) mean[r] = m;
+    if (rstd) rstd[r] = rs;
+  }
+}
+
+template <typename T>
+void add_row_bias(T* y, const T* b, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* yr = y + r * cols;
+    for (int64_t c = 0; c < cols; ++c) yr[c] += b[c];
+  }
+}
+
+template <typename T>
+void activate(const T* x, T* y, int64_t n, Act act) {
+  switch (act) {
+    case Act::Relu:
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+      break;
+    case Act::Tanh:
+      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+      break;
+    case Act::Gelu:
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * static_cast<T>(M_SQRT1_2)));
+      break;
+  }
+}
+
+#define SEQTAPE_INSTANTIATE(T)                                                               \
+  template void softmax_rows<T>(const T*, T*, int64_t, int64_t);                             \
+  template void log_softmax_rows<T>(const T*, T*, int64_t, int64_t);                         \
+  template void layer_norm_rows<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, \
+                                   double);                                                  \
+  template void add_row_bias<T>(T*, const T*, int64_t, int64_t);                             \
+  template void activate<T>(const T*, T*, int64_t, Act);
+SEQTAPE_INSTANTIATE(float)
+SEQTAPE_INSTANTIATE(double)
+#undef SEQTAPE_INSTANTIATE
+
+std::string blas_core_name() {
+  const char* n = openblas_get_corename();
+  return n ? std::string(n) : std::string("unknown");
+}
+int blas_num_threads() { return openblas_get_num_threads(); }
+void blas_set_num_threads(int n) { openblas_set_num_threads(n); }
+
+bool blas_core_is_generic_on_modern_cpu() {
+  std::string core = blas_core_name();
+  std::transform(core.begin(), core.end(), core.begin(), ::tolower);
+  bool modern = __builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx512f");
+  bool generic = core == "prescott" || core == "core2" || core == "nehalem" || core == "atom" ||
+                 core == "katmai" || core == "generic" || core == "unknown";
+  return modern && generic;
+}
+
+}  // namespace seqtape::kernels

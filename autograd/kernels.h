@@ -1,0 +1,49 @@
+#pragma once
+// Kernels: plain functions over contiguous row-major buffers. No tape, no Var, no shape
+// checks beyond what the caller passes — the differentiable ops (ops.h) and the decoder
+// (infer/) both call these, so training and inference run the same arithmetic.
+//
+// Dimension key: M, N, K gemm sizes; R rows; C columns (the last axis).
+
+#include <cstdint>
+#include <string>
+
+namespace seqtape::kernels {
+
+// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, through CBLAS (sgemm / dgemm).
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+// y[N] = alpha·x[K]·W[K,N] + beta·y (a row vector times a row-major matrix), CBLAS gemv.
+template <typename T>
+void vec_mat(int64_t k, int64_t n, T alpha, const T* x, const T* w, T beta, T* y);
+
+// Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
+// zeros. In place is allowed (y == x).
+template <typename T>
+void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols);
+template <typename T>
+void log_softmax_rows(const T* x, T* y, int64_t rows, int64_t cols);
+
+// Per row: y = (x - mean)·rstd·gamma + beta. mean/rstd may be null (inference).
+template <typename T>
+void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
+                     int64_t rows, int64_t cols, double eps);
+
+// y[r, :] += b[:] for each row.
+template <typename T>
+void add_row_bias(T* y, const T* b, int64_t rows, int64_t cols);
+
+enum class Act { Relu, Gelu, Tanh };
+template <typename T>
+void activate(const T* x, T* y, int64_t n, Act act);
+
+// OpenBLAS introspection for benchmarks and the CLI.
+std::string blas_core_name();
+int blas_num_threads();
+void blas_set_num_threads(int n);
+// True when the CPU has AVX2/AVX-512 but OpenBLAS picked a generic kernel (e.g. Prescott).
+bool blas_core_is_generic_on_modern_cpu();
+
+}  // namespace seqtape::kernels

@@ -1,0 +1,220 @@
+// Elementwise ops: binary with NumPy broadcasting, scalar forms, and unary functions.
+#include <cmath>
+
+#include "autograd/ops_util.h"
+
+namespace seqtape {
+namespace detail {
+
+void check_finite_result(const Tensor& t, const char* op) {
+  dispatch(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data<T>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i)
+      if (!std::isfinite(p[i]))
+        fail(op, "anomaly: non-finite value " + std::to_string(static_cast<double>(p[i])) +
+                     " at element " + std::to_string(i) + " of the result " + shape_str(t.shape()));
+  });
+}
+
+Broadcast broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  Broadcast bc;
+  bc.same = a == b;
+  const size_t nd = std::max(a.size(), b.size());
+  bc.out.assign(nd, 1);
+  bc.sa.assign(nd, 0);
+  bc.sb.assign(nd, 0);
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t da = i < nd - a.size() ? 1 : a[i - (nd - a.size())];
+    int64_t db = i < nd - b.size() ? 1 : b[i - (nd - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(op, "shapes " + shape_str(a) + " and " + shape_str(b) + " do not broadcast");
+    bc.out[i] = da == 1 ? db : da;
+  }
+  int64_t ra = 1, rb = 1;
+  for (size_t i = nd; i-- > 0;) {
+    int64_t da = i < nd - a.size() ? 1 : a[i - (nd - a.size())];
+    int64_t db = i < nd - b.size() ? 1 : b[i - (nd - b.size())];
+    bc.sa[i] = da == 1 ? 0 : ra;
+    bc.sb[i] = db == 1 ? 0 : rb;
+    ra *= da;
+    rb *= db;
+  }
+  return bc;
+}
+
+}  // namespace detail
+
+using detail::broadcast_loop;
+using detail::Broadcast;
+using detail::make_result;
+using detail::wants_grad;
+
+namespace {
+
+// out = f(a, b) with broadcasting; backward da += ga(g, a, b, out), db += gb(g, a, b, out),
+// summed over the broadcast dimensions of each input.
+template <typename F, typename GA, typename GB>
+Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
+  detail::check_same_dtype(a, b, op);
+  Broadcast bc = detail::broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = Tensor::empty(bc.out, a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.value().data<T>();
+    const T* pb = b.value().data<T>();
+    T* po = out.data<T>();
+    if (bc.same) {
+      for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = f(pa[i], pb[i]);
+    } else {
+      broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) { po[io] = f(pa[ia], pb[ib]); });
+    }
+  });
+  const bool grad = wants_grad({&a, &b});
+  return make_result(op, std::move(out), grad,
+                     [ai = a.shared(), bi = b.shared(), bc, ga, gb, op](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* g = o.grad.data<T>();
+                         const T* pa = ai->value.data<T>();
+                         const T* pb = bi->value.data<T>();
+                         const T* po = o.value.data<T>();
+                         // dA += ∂f/∂a · g, dB += ∂f/∂b · g (summed where broadcast)
+                         T* da = ai->requires_grad ? grad_buffer(*ai).data<T>() : nullptr;
+                         T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
+                         (void)op;
+                         if (bc.same) {
+                           for (int64_t i = 0, n = o.value.numel(); i < n; ++i) {
+                             if (da) da[i] += ga(g[i], pa[i], pb[i], po[i]);
+                             if (db) db[i] += gb(g[i], pa[i], pb[i], po[i]);
+                           }
+                         } else {
+                           broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) {
+                             if (da) da[ia] += ga(g[io], pa[ia], pb[ib], po[io]);
+                             if (db) db[ib] += gb(g[io], pa[ia], pb[ib], po[io]);
+                           });
+                         }
+                       });
+                     });
+}
+
+// out = f(a); backward da += df(g, a, out).
+template <typename F, typename DF>
+Var unary(const char* op, const Var& a, F f, DF df) {
+  detail::check_defined(a, op);
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.value().data<T>();
+    T* po = out.data<T>();
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = f(pa[i]);
+  });
+  return make_result(op, std::move(out), wants_grad({&a}), [ai = a.shared(), df](VarImpl& o) {
+    dispatch(o.value.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* g = o.grad.data<T>();
+      const T* pa = ai->value.data<T>();
+      const T* po = o.value.data<T>();
+      T* da = grad_buffer(*ai).data<T>();
+      for (int64_t i = 0, n = o.value.numel(); i < n; ++i) da[i] += df(g[i], pa[i], po[i]);
+    });
+  });
+}
+
+}  // namespace
+
+// d(a+b): da += g, db += g
+Var add(const Var& a, const Var& b) {
+  return binary(
+      "add", a, b, [](auto x, auto y) { return x + y; },
+      [](auto g, auto, auto, auto) { return g; }, [](auto g, auto, auto, auto) { return g; });
+}
+// d(a-b): da += g, db -= g
+Var sub(const Var& a, const Var& b) {
+  return binary(
+      "sub", a, b, [](auto x, auto y) { return x - y; },
+      [](auto g, auto, auto, auto) { return g; }, [](auto g, auto, auto, auto) { return -g; });
+}
+// d(a·b): da += g·b, db += g·a
+Var mul(const Var& a, const Var& b) {
+  return binary(
+      "mul", a, b, [](auto x, auto y) { return x * y; },
+      [](auto g, auto, auto y, auto) { return g * y; },
+      [](auto g, auto x, auto, auto) { return g * x; });
+}
+// d(a/b): da += g/b, db -= g·a/b²
+Var div(const Var& a, const Var& b) {
+  return binary(
+      "div", a, b, [](auto x, auto y) { return x / y; },
+      [](auto g, auto, auto y, auto) { return g / y; },
+      [](auto g, auto x, auto y, auto) { return -g * x / (y * y); });
+}
+
+// d(a+s): da += g
+Var add(const Var& a, double s) {
+  return unary(
+      "add_scalar", a, [s](auto x) { return x + static_cast<decltype(x)>(s); },
+      [](auto g, auto, auto) { return g; });
+}
+// d(a·s): da += g·s
+Var mul(const Var& a, double s) {
+  return unary(
+      "mul_scalar", a, [s](auto x) { return x * static_cast<decltype(x)>(s); },
+      [s](auto g, auto, auto) { return g * static_cast<decltype(g)>(s); });
+}
+// d(s-a): da -= g
+Var rsub(double s, const Var& a) {
+  return unary(
+      "rsub_scalar", a, [s](auto x) { return static_cast<decltype(x)>(s) - x; },
+      [](auto g, auto, auto) { return -g; });
+}
+// d(-a): da -= g
+Var neg(const Var& a) {
+  return unary(
+      "neg", a, [](auto x) { return -x; }, [](auto g, auto, auto) { return -g; });
+}
+// d exp(a): da += g·exp(a)
+Var exp(const Var& a) {
+  return unary(
+      "exp", a, [](auto x) { return std::exp(x); }, [](auto g, auto, auto y) { return g * y; });
+}
+// d log(a): da += g/a
+Var log(const Var& a) {
+  return unary(
+      "log", a, [](auto x) { return std::log(x); }, [](auto g, auto x, auto) { return g / x; });
+}
+// d sqrt(a): da += g/(2·sqrt(a))
+Var sqrt(const Var& a) {
+  return unary(
+      "sqrt", a, [](auto x) { return std::sqrt(x); },
+      [](auto g, auto, auto y) { return g / (y + y); });
+}
+// d tanh(a): da += g·(1 - tanh²)
+Var tanh(const Var& a) {
+  return unary(
+      "tanh", a, [](auto x) { return std::tanh(x); },
+      [](auto g, auto, auto y) { return g * (1 - y * y); });
+}
+// d relu(a): da += g·[a > 0]
+Var relu(const Var& a) {
+  return unary(
+      "relu", a, [](auto x) { return x > 0 ? x : decltype(x)(0); },
+      [](auto g, auto x, auto) { return x > 0 ? g : decltype(g)(0); });
+}
+// gelu(a) = a·Φ(a); d gelu: da += g·(Φ(a) + a·φ(a))
+Var gelu(const Var& a) {
+  return unary(
+      "gelu", a,
+      [](auto x) {
+        using T = decltype(x);
+        return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2)));
+      },
+      [](auto g, auto x, auto) {
+        using T = decltype(x);
+        T cdf = T(0.5) * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2)));
+        T pdf = std::exp(T(-0.5) * x * x) * static_cast<T>(0.3989422804014327);
+        return g * (cdf + x * pdf);
+      });
+}
+
+}  // namespace seqtape

@@ -1,0 +1,111 @@
+// matmul: 2-D and batched, with transpose flags, forward and backward through BLAS gemm.
+//
+// Dimension key: M rows of op(A), K the contracted size, N columns of op(B); A is stored
+// [M,K] (or [K,M] when trans_a), B is stored [K,N] (or [N,K] when trans_b).
+#include "autograd/kernels.h"
+#include "autograd/ops_util.h"
+
+namespace seqtape {
+
+namespace {
+
+struct MatmulPlan {
+  int64_t batch = 1;  // number of gemms (1 when a shared 2-D b lets us flatten a's rows)
+  int64_t m = 0, n = 0, k = 0;
+  bool shared_b = false;  // b is 2-D and used by every batch of a
+  Shape out;
+};
+
+MatmulPlan plan_matmul(const Var& a, const Var& b, bool ta, bool tb) {
+  const char* op = "matmul";
+  detail::check_same_dtype(a, b, op);
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  auto both = [&] {
+    return "A" + shape_str(sa) + (ta ? "ᵀ" : "") + " · B" + shape_str(sb) + (tb ? "ᵀ" : "");
+  };
+  if (sa.size() < 2 || sb.size() < 2) fail(op, "needs operands of rank >= 2, got " + both());
+  MatmulPlan p;
+  const size_t na = sa.size(), nb = sb.size();
+  p.m = ta ? sa[na - 1] : sa[na - 2];
+  const int64_t ka = ta ? sa[na - 2] : sa[na - 1];
+  const int64_t kb = tb ? sb[nb - 1] : sb[nb - 2];
+  p.n = tb ? sb[nb - 2] : sb[nb - 1];
+  if (ka != kb) fail(op, "inner dimensions differ (" + std::to_string(ka) + " vs " + std::to_string(kb) + "): " + both());
+  p.k = ka;
+  Shape lead(sa.begin(), sa.end() - 2);
+  if (nb == 2) {
+    p.shared_b = na > 2;
+    p.batch = shape_numel(lead);
+  } else {
+    Shape lead_b(sb.begin(), sb.end() - 2);
+    if (lead != lead_b) fail(op, "batch dimensions differ: " + both());
+    p.batch = shape_numel(lead);
+  }
+  p.out = lead;
+  p.out.push_back(p.m);
+  p.out.push_back(p.n);
+  return p;
+}
+
+// One product's backward: dA += ∂/∂A, dB += ∂/∂B of C = op(A)·op(B), accumulating (beta = 1).
+//   !ta: dA += dC·op(B)ᵀ           ta: dA += op(B)·dCᵀ
+//   !tb: dB += op(A)ᵀ·dC           tb: dB += dCᵀ·op(A)
+template <typename T>
+void gemm_backward(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
+                   const T* dc, T* da, T* db) {
+  const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  if (da) {
+    if (!ta)
+      kernels::gemm<T>(false, !tb, m, k, n, T(1), dc, n, b, ldb, T(1), da, k);
+    else
+      kernels::gemm<T>(tb, true, k, m, n, T(1), b, ldb, dc, n, T(1), da, m);
+  }
+  if (db) {
+    if (!tb)
+      kernels::gemm<T>(!ta, false, k, n, m, T(1), a, lda, dc, n, T(1), db, n);
+    else
+      kernels::gemm<T>(true, ta, n, k, m, T(1), dc, n, a, lda, T(1), db, k);
+  }
+}
+
+}  // namespace
+
+Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
+  MatmulPlan p = plan_matmul(a, b, ta, tb);
+  // A shared B with untransposed A: all batches' rows stack into one [batch·M, K] gemm.
+  const bool flat = p.shared_b && !ta;
+  const int64_t gemms = flat ? 1 : p.batch;
+  const int64_t m = flat ? p.batch * p.m : p.m;
+  const int64_t a_step = p.m * p.k, b_step = p.shared_b || b.ndim() == 2 ? 0 : p.k * p.n,
+                c_step = p.m * p.n;
+  Tensor out = Tensor::empty(p.out, a.dtype());  // [..., M, N]
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.value().data<T>();
+    const T* pb = b.value().data<T>();
+    T* pc = out.data<T>();
+    for (int64_t i = 0; i < gemms; ++i)
+      kernels::gemm<T>(ta, tb, m, p.n, p.k, T(1), pa + i * a_step, ta ? p.m : p.k,
+                       pb + i * b_step, tb ? p.k : p.n, T(0), pc + i * c_step, p.n);
+  });
+  const bool grad = detail::wants_grad({&a, &b});
+  return detail::make_result(
+      "matmul", std::move(out), grad,
+      [ai = a.shared(), bi = b.shared(), ta, tb, gemms, m, n = p.n, k = p.k, a_step, b_step,
+       c_step](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* pa = ai->value.data<T>();
+          const T* pb = bi->value.data<T>();
+          const T* dc = o.grad.data<T>();
+          T* da = ai->requires_grad ? grad_buffer(*ai).data<T>() : nullptr;
+          T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
+          for (int64_t i = 0; i < gemms; ++i)
+            gemm_backward<T>(ta, tb, m, n, k, pa + i * a_step, pb + i * b_step, dc + i * c_step,
+                             da ? da + i * a_step : nullptr, db ? db + i * b_step : nullptr);
+        });
+      });
+}
+
+}  // namespace seqtape

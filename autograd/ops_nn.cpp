@@ -1,0 +1,316 @@
+// Ops for networks: embedding, masked_fill, softmax, log_softmax, layer_norm, dropout,
+// cross_entropy.
+//
+// Dimension key: R rows (every axis but the last, flattened), C the last axis, V vocabulary.
+#include <cmath>
+#include <limits>
+
+#include "autograd/kernels.h"
+#include "autograd/ops_util.h"
+
+namespace seqtape {
+
+using detail::make_result;
+using detail::wants_grad;
+
+Mask Mask::causal(int64_t t) {
+  Mask m = Mask::zeros({t, t});
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = i + 1; j < t; ++j) m.data[static_cast<size_t>(i * t + j)] = 1;
+  return m;
+}
+
+Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& ids_shape) {
+  detail::check_defined(weight, "embedding");
+  if (weight.ndim() != 2)
+    fail("embedding", "weight must be [V, C], got " + shape_str(weight.shape()));
+  if (shape_numel(ids_shape) != static_cast<int64_t>(ids.size()))
+    fail("embedding", std::to_string(ids.size()) + " ids do not fill shape " + shape_str(ids_shape));
+  const int64_t v = weight.dim(0), c = weight.dim(1);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= v)
+      fail("embedding", "id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                            " is outside the vocabulary [0, " + std::to_string(v) +
+                            ") of weight " + shape_str(weight.shape()));
+  Shape os = ids_shape;
+  os.push_back(c);
+  Tensor out = Tensor::empty(os, weight.dtype());  // [..., C]
+  dispatch(weight.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* w = weight.value().data<T>();
+    T* q = out.data<T>();
+    for (size_t i = 0; i < ids.size(); ++i)
+      std::copy_n(w + ids[i] * c, c, q + static_cast<int64_t>(i) * c);
+  });
+  // dW[id] += g[row] for every use: a repeated id receives the sum
+  return make_result("embedding", std::move(out), wants_grad({&weight}),
+                     [wi = weight.shared(), ids, c](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* g = o.grad.data<T>();
+                         T* d = grad_buffer(*wi).data<T>();
+                         for (size_t i = 0; i < ids.size(); ++i) {
+                           T* row = d + ids[i] * c;
+                           const T* gr = g + static_cast<int64_t>(i) * c;
+                           for (int64_t j = 0; j < c; ++j) row[j] += gr[j];
+                         }
+                       });
+                     });
+}
+
+Var masked_fill(const Var& a, const Mask& mask, double value) {
+  detail::check_defined(a, "masked_fill");
+  if (shape_numel(mask.shape) != static_cast<int64_t>(mask.data.size()))
+    fail("masked_fill", "mask data does not fill its shape " + shape_str(mask.shape));
+  detail::Broadcast bc = detail::broadcast_shapes(a.shape(), mask.shape, "masked_fill");
+  if (bc.out != a.shape())
+    fail("masked_fill", "mask " + shape_str(mask.shape) + " does not broadcast to " +
+                            shape_str(a.shape()));
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = a.value().data<T>();
+    T* q = out.data<T>();
+    const T fillv = static_cast<T>(value);
+    detail::broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t im) {
+      q[io] = mask.data[static_cast<size_t>(im)] ? fillv : p[ia];
+    });
+  });
+  // da += g where the mask is 0
+  return make_result("masked_fill", std::move(out), wants_grad({&a}),
+                     [ai = a.shared(), bc, m = mask.data](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* g = o.grad.data<T>();
+                         T* d = grad_buffer(*ai).data<T>();
+                         detail::broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t im) {
+                           if (!m[static_cast<size_t>(im)]) d[ia] += g[io];
+                         });
+                       });
+                     });
+}
+
+namespace {
+int64_t last_dim(const Var& a, const char* op) {
+  detail::check_defined(a, op);
+  if (a.ndim() < 1) fail(op, "needs at least one axis, got a scalar");
+  return a.dim(-1);
+}
+}  // namespace
+
+Var softmax(const Var& a) {
+  const int64_t c = last_dim(a, "softmax");
+  const int64_t r = c ? a.numel() / c : 0;
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::softmax_rows<T>(a.value().data<T>(), out.data<T>(), r, c);
+  });
+  // dx = y ⊙ (g − Σ g·y) per row
+  return make_result("softmax", std::move(out), wants_grad({&a}),
+                     [ai = a.shared(), r, c](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* y = o.value.data<T>();
+                         const T* g = o.grad.data<T>();
+                         T* d = grad_buffer(*ai).data<T>();
+                         for (int64_t i = 0; i < r; ++i) {
+                           T dot = 0;
+                           for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
+                           for (int64_t j = 0; j < c; ++j)
+                             d[i * c + j] += y[i * c + j] * (g[i * c + j] - dot);
+                         }
+                       });
+                     });
+}
+
+Var log_softmax(const Var& a) {
+  const int64_t c = last_dim(a, "log_softmax");
+  const int64_t r = c ? a.numel() / c : 0;
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::log_softmax_rows<T>(a.value().data<T>(), out.data<T>(), r, c);
+  });
+  // dx = g − exp(y)·Σ g per row
+  return make_result("log_softmax", std::move(out), wants_grad({&a}),
+                     [ai = a.shared(), r, c](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* y = o.value.data<T>();
+                         const T* g = o.grad.data<T>();
+                         T* d = grad_buffer(*ai).data<T>();
+                         for (int64_t i = 0; i < r; ++i) {
+                           T s = 0;
+                           for (int64_t j = 0; j < c; ++j) s += g[i * c + j];
+                           for (int64_t j = 0; j < c; ++j)
+                             d[i * c + j] += g[i * c + j] - std::exp(y[i * c + j]) * s;
+                         }
+                       });
+                     });
+}
+
+Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
+  const int64_t c = last_dim(x, "layer_norm");
+  detail::check_same_dtype(x, gamma, "layer_norm");
+  detail::check_same_dtype(x, beta, "layer_norm");
+  if (gamma.shape() != Shape{c} || beta.shape() != Shape{c})
+    fail("layer_norm", "gamma " + shape_str(gamma.shape()) + " and beta " +
+                           shape_str(beta.shape()) + " must be [" + std::to_string(c) +
+                           "] for input " + shape_str(x.shape()));
+  const int64_t r = c ? x.numel() / c : 0;
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean = Tensor::empty({r}, x.dtype()), rstd = Tensor::empty({r}, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::layer_norm_rows<T>(x.value().data<T>(), gamma.value().data<T>(),
+                                beta.value().data<T>(), out.data<T>(), mean.data<T>(),
+                                rstd.data<T>(), r, c, eps);
+  });
+  // x̂ = (x − μ)·rstd;  dγ += Σ_rows g·x̂;  dβ += Σ_rows g;
+  // dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) with ĝ = g·γ
+  return make_result(
+      "layer_norm", std::move(out), wants_grad({&x, &gamma, &beta}),
+      [xi = x.shared(), gi = gamma.shared(), bi = beta.shared(), mean, rstd, r, c](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* px = xi->value.data<T>();
+          const T* pg = gi->value.data<T>();
+          const T* g = o.grad.data<T>();
+          const T* mu = mean.data<T>();
+          const T* rs = rstd.data<T>();
+          T* dx = xi->requires_grad ? grad_buffer(*xi).data<T>() : nullptr;
+          T* dg = gi->requires_grad ? grad_buffer(*gi).data<T>() : nullptr;
+          T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
+          for (int64_t i = 0; i < r; ++i) {
+            const T* xr = px + i * c;
+            const T* gr = g + i * c;
+            T m1 = 0, m2 = 0;
+            for (int64_t j = 0; j < c; ++j) {
+              T xh = (xr[j] - mu[i]) * rs[i];
+              if (dg) dg[j] += gr[j] * xh;
+              if (db) db[j] += gr[j];
+              T gh = gr[j] * pg[j];
+              m1 += gh;
+              m2 += gh * xh;
+            }
+            if (!dx) continue;
+            m1 /= static_cast<T>(c);
+            m2 /= static_cast<T>(c);
+            for (int64_t j = 0; j < c; ++j) {
+              T xh = (xr[j] - mu[i]) * rs[i];
+              dx[i * c + j] += rs[i] * (gr[j] * pg[j] - m1 - xh * m2);
+            }
+          }
+        });
+      });
+}
+
+Var dropout(const Var& a, double p, bool training, Rng& rng) {
+  detail::check_defined(a, "dropout");
+  if (!(p >= 0.0 && p < 1.0)) fail("dropout", "probability " + std::to_string(p) + " is not in [0, 1)");
+  if (!training || p == 0.0) return a;
+  Tensor keep = Tensor::empty(a.shape(), a.dtype());  // 0 or 1/(1-p)
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  dispatch(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+    T* k = keep.data<T>();
+    const T* x = a.value().data<T>();
+    T* q = out.data<T>();
+    for (int64_t i = 0, n = a.numel(); i < n; ++i) {
+      k[i] = rng.uniform() < p ? T(0) : scale;
+      q[i] = x[i] * k[i];
+    }
+  });
+  // da += g·keep
+  return make_result("dropout", std::move(out), wants_grad({&a}),
+                     [ai = a.shared(), keep](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* g = o.grad.data<T>();
+                         const T* k = keep.data<T>();
+                         T* d = grad_buffer(*ai).data<T>();
+                         for (int64_t i = 0, n = o.value.numel(); i < n; ++i) d[i] += g[i] * k[i];
+                       });
+                     });
+}
+
+Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossEntropyOptions opt) {
+  const int64_t v = last_dim(logits, "cross_entropy");
+  const int64_t r = v ? logits.numel() / v : 0;
+  if (static_cast<int64_t>(targets.size()) != r)
+    fail("cross_entropy", std::to_string(targets.size()) + " targets for logits " +
+                              shape_str(logits.shape()) + " (" + std::to_string(r) + " rows)");
+  if (!(opt.label_smoothing >= 0.0 && opt.label_smoothing < 1.0))
+    fail("cross_entropy", "label smoothing " + std::to_string(opt.label_smoothing) + " is not in [0, 1)");
+  int64_t n_valid = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    int32_t t = targets[i];
+    if (t == opt.ignore_index) continue;
+    if (t < 0 || t >= v)
+      fail("cross_entropy", "target " + std::to_string(t) + " at row " + std::to_string(i) +
+                                " is outside [0, " + std::to_string(v) + ") for logits " +
+                                shape_str(logits.shape()));
+    ++n_valid;
+  }
+  const double e = opt.label_smoothing;
+  Tensor prob = Tensor::empty(logits.shape(), logits.dtype());  // softmax, kept for backward
+  Tensor out = Tensor::empty({}, logits.dtype());
+  dispatch(logits.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = logits.value().data<T>();
+    T* pp = prob.data<T>();
+    double total = 0;
+    for (int64_t i = 0; i < r; ++i) {
+      const T* xr = x + i * v;
+      T* pr = pp + i * v;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < v; ++j) mx = std::max(mx, xr[j]);
+      T s = 0;
+      for (int64_t j = 0; j < v; ++j) {
+        pr[j] = std::exp(xr[j] - mx);
+        s += pr[j];
+      }
+      for (int64_t j = 0; j < v; ++j) pr[j] /= s;
+      int32_t t = targets[static_cast<size_t>(i)];
+      if (t == opt.ignore_index) continue;
+      const double lse = static_cast<double>(mx) + std::log(static_cast<double>(s));
+      double nll = lse - static_cast<double>(xr[t]);
+      if (e > 0) {
+        double mean_x = 0;
+        for (int64_t j = 0; j < v; ++j) mean_x += static_cast<double>(xr[j]);
+        mean_x /= static_cast<double>(v);
+        nll = (1 - e) * nll + e * (lse - mean_x);
+      }
+      total += nll;
+    }
+    // All targets ignored: loss 0 (and zero gradients below), never 0/0.
+    out.data<T>()[0] = n_valid ? static_cast<T>(total / static_cast<double>(n_valid)) : T(0);
+  });
+  // dlogits[i, j] += g/n · (p_j − (1−e)·[j = t_i] − e/V) for rows not ignored
+  return make_result(
+      "cross_entropy", std::move(out), wants_grad({&logits}),
+      [li = logits.shared(), prob, targets, n_valid, e, v, r, ig = opt.ignore_index](VarImpl& o) {
+        if (n_valid == 0) {
+          grad_buffer(*li);
+          return;
+        }
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T g = o.grad.data<T>()[0] / static_cast<T>(n_valid);
+          const T* pp = prob.data<T>();
+          T* d = grad_buffer(*li).data<T>();
+          const T smooth = static_cast<T>(e / static_cast<double>(v));
+          const T on = static_cast<T>(1 - e);
+          for (int64_t i = 0; i < r; ++i) {
+            int32_t t = targets[static_cast<size_t>(i)];
+            if (t == ig) continue;
+            for (int64_t j = 0; j < v; ++j) d[i * v + j] += g * (pp[i * v + j] - smooth);
+            d[i * v + t] -= g * on;
+          }
+        });
+      });
+}
+
+}  // namespace seqtape

@@ -1,0 +1,94 @@
+#pragma once
+// Internal helpers shared by the ops_*.cpp files: making a result, recording its backward,
+// dtype checks, NumPy broadcasting.
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops.h"
+
+namespace seqtape::detail {
+
+// Does an op over these inputs need a tape node?
+inline bool wants_grad(std::initializer_list<const Var*> inputs) {
+  if (!Tape::current().recording()) return false;
+  for (const Var* v : inputs)
+    if (v->requires_grad()) return true;
+  return false;
+}
+
+void check_finite_result(const Tensor& t, const char* op);
+
+// Wraps an op's output; if `grad` is set, records `backward` on the current tape. The
+// closure receives the output's VarImpl (whose grad is the upstream gradient).
+template <typename Fn>
+Var make_result(const char* op, Tensor value, bool grad, Fn&& backward) {
+  if (Tape::current().anomaly()) check_finite_result(value, op);
+  Var out(std::move(value), grad);
+  if (grad) {
+    VarImpl* o = out.impl();
+    Tape::current().record(out.shared(), [o, fn = std::forward<Fn>(backward)]() { fn(*o); });
+  }
+  return out;
+}
+
+inline void check_defined(const Var& a, const char* op) {
+  if (!a.defined()) fail(op, "input is undefined");
+}
+
+inline void check_same_dtype(const Var& a, const Var& b, const char* op) {
+  check_defined(a, op);
+  check_defined(b, op);
+  if (a.dtype() != b.dtype())
+    fail(op, std::string("dtype mismatch: ") + dtype_name(a.dtype()) + shape_str(a.shape()) +
+                 " vs " + dtype_name(b.dtype()) + shape_str(b.shape()));
+}
+
+inline int norm_axis(int axis, int ndim, const char* op, const Shape& s) {
+  int a = axis < 0 ? axis + ndim : axis;
+  if (a < 0 || a >= ndim)
+    fail(op, "axis " + std::to_string(axis) + " out of range for shape " + shape_str(s));
+  return a;
+}
+
+// NumPy broadcasting of two shapes: the output shape and, for each input, its element
+// strides over the output's dimensions (0 along broadcast dimensions).
+struct Broadcast {
+  Shape out;
+  std::vector<int64_t> sa, sb;
+  bool same = false;  // a.shape == b.shape: plain elementwise loop
+};
+Broadcast broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// Calls f(io, ia, ib) for every output element in row-major order.
+template <typename F>
+void broadcast_loop(const Broadcast& bc, F&& f) {
+  const int nd = static_cast<int>(bc.out.size());
+  const int64_t total = shape_numel(bc.out);
+  if (total == 0) return;
+  if (nd == 0) {
+    f(int64_t{0}, int64_t{0}, int64_t{0});
+    return;
+  }
+  const int64_t inner = bc.out[nd - 1];
+  const int64_t sa_in = bc.sa[nd - 1], sb_in = bc.sb[nd - 1];
+  std::vector<int64_t> idx(static_cast<size_t>(nd), 0);
+  int64_t ia = 0, ib = 0;
+  for (int64_t io = 0; io < total; io += inner) {
+    for (int64_t j = 0; j < inner; ++j) f(io + j, ia + j * sa_in, ib + j * sb_in);
+    for (int d = nd - 2; d >= 0; --d) {  // advance the outer multi-index
+      size_t du = static_cast<size_t>(d);
+      ++idx[du];
+      ia += bc.sa[du];
+      ib += bc.sb[du];
+      if (idx[du] < bc.out[du]) break;
+      ia -= bc.sa[du] * bc.out[du];
+      ib -= bc.sb[du] * bc.out[du];
+      idx[du] = 0;
+    }
+  }
+}
+
+}  // namespace seqtape::detail

@@ -1,0 +1,86 @@
+#include "autograd/tape.h"
+
+#include <cstring>
+
+namespace seqtape {
+
+Var::Var(Tensor value, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
+  if (!value.defined()) fail("Var", "cannot wrap an undefined tensor");
+  impl_->value = std::move(value);
+  impl_->requires_grad = requires_grad;
+}
+
+void Var::zero_grad() {
+  if (impl_ && impl_->grad.defined()) impl_->grad.zero();
+}
+
+Tensor& grad_buffer(VarImpl& v) {
+  if (!v.grad.defined()) v.grad = Tensor::zeros(v.value.shape(), v.value.dtype());
+  return v.grad;
+}
+
+void accumulate_grad(VarImpl& v, const Tensor& g, const char* op) {
+  if (g.shape() != v.value.shape())
+    fail(op, "gradient of shape " + shape_str(g.shape()) + " added to a value of shape " +
+                 shape_str(v.value.shape()));
+  if (g.dtype() != v.value.dtype())
+    fail(op, std::string("gradient of dtype ") + dtype_name(g.dtype()) + " added to a " +
+                 dtype_name(v.value.dtype()) + " value");
+  if (!v.grad.defined()) {
+    v.grad = g.clone();
+    return;
+  }
+  dispatch(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* d = v.grad.data<T>();
+    const T* s = g.data<T>();
+    for (int64_t i = 0, n = g.numel(); i < n; ++i) d[i] += s[i];
+  });
+}
+
+Tape& Tape::current() {
+  thread_local Tape tape;
+  return tape;
+}
+
+void Tape::record(const std::shared_ptr<VarImpl>& out, Backward fn) {
+  out->leaf = false;
+  out->tape_generation = generation_;
+  nodes_.push_back(Node{out, std::move(fn)});
+}
+
+void Tape::backward(const Var& root) {
+  if (!root.defined()) fail("backward", "called on an undefined value");
+  if (root.numel() != 1)
+    fail("backward", "root of shape " + shape_str(root.shape()) +
+                         " is not a scalar: pass an upstream gradient of that shape");
+  backward(root, Tensor::full(root.shape(), 1.0, root.dtype()));
+}
+
+void Tape::backward(const Var& root, const Tensor& upstream) {
+  if (!root.defined()) fail("backward", "called on an undefined value");
+  VarImpl* r = root.impl();
+  if (!r->requires_grad)
+    fail("backward", "the root does not require grad (no parameter reached it, or it was computed "
+                     "under NoGradGuard)");
+  if (!r->leaf && r->tape_generation != generation_)
+    fail("backward", "the tape was cleared after this value was computed; run the forward again");
+  if (upstream.shape() != root.shape())
+    fail("backward", "upstream gradient of shape " + shape_str(upstream.shape()) +
+                         " for a root of shape " + shape_str(root.shape()));
+  // Intermediate gradients belong to this backward alone; leaves accumulate across calls.
+  for (auto& n : nodes_) n.out->grad = Tensor();
+  accumulate_grad(*r, upstream, "backward");
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    Node& n = nodes_[i];
+    if (!n.out->grad.defined()) continue;  // not on a path to the root: no work
+    n.fn();
+  }
+}
+
+void Tape::clear() {
+  nodes_.clear();
+  ++generation_;
+}
+
+}  // namespace seqtape
