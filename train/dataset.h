@@ -1,0 +1,177 @@
+#pragma once
+// Parallel text (TSV) -> encoded examples -> right-padded batches, for the two model kinds.
+//
+// Dimension key: B batch size, S longest encoder input in the batch, T longest decoder input
+// (encoder-decoder) or longest sequence (decoder-only) in the batch.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "autograd/rng.h"
+#include "train/tokenizer.h"
+
+namespace seqtape {
+
+// Label value the loss skips (padding, and prompt positions of a decoder-only sequence).
+inline constexpr int32_t kIgnoreIndex = -100;
+
+// ---- text ---------------------------------------------------------------------------------
+
+struct TextPair {
+  std::string source;
+  std::string target;
+  int64_t line = 0;  // 1-based line in the file it came from, for error messages
+};
+
+// Each non-blank line is `source<TAB>target`. "\r\n" is accepted, a leading UTF-8 byte-order
+// mark is skipped, lines that are empty or only spaces are skipped. Errors name "name:line":
+// a missing tab, more than one tab, an empty source or target, invalid UTF-8, a stray '\r'.
+// A file without any example is an error.
+std::vector<TextPair> read_tsv(const std::string& path);
+std::vector<TextPair> parse_tsv(std::string_view text, const std::string& name);
+// The inverse of read_tsv: `source<TAB>target\n` per pair. A field with a tab or line break, or
+// an empty field, is an Error (it would not read back).
+void write_tsv(const std::string& path, const std::vector<TextPair>& pairs);
+
+// A vocabulary with every character of every source and target (see Vocab::build).
+Vocab build_vocab(const std::vector<TextPair>& pairs);
+
+// Deterministic split: a seeded shuffle picks which pairs are held out; both parts keep the
+// file order. n_valid must leave at least one training pair.
+struct TextSplit {
+  std::vector<TextPair> train;
+  std::vector<TextPair> valid;
+};
+TextSplit split_validation_count(const std::vector<TextPair>& pairs, size_t n_valid, uint64_t seed);
+// n_valid = round(fraction * size); fraction in [0, 1).
+TextSplit split_validation_fraction(const std::vector<TextPair>& pairs, double fraction,
+                                    uint64_t seed);
+
+// ---- encoded examples -----------------------------------------------------------------------
+
+// Encoder-decoder with teacher forcing, exactly as the reference:
+//   enc    = src + <eos>
+//   dec_in = <bos> + tgt
+//   labels = tgt + <eos>        (dec_in shifted left by one)
+// 今天天气很好 -> 今天天气很好 with the reference vocabulary:
+//   enc [3,4,4,5,6,7,2]   dec_in [1,3,4,4,5,6,7]   labels [3,4,4,5,6,7,2]
+struct Example {
+  std::vector<int32_t> enc;
+  std::vector<int32_t> dec_in;
+  std::vector<int32_t> labels;
+};
+
+// Decoder-only (causal LM) on the sequence  src <sep> tgt <eos>:
+//   tokens = src <sep> tgt            (the sequence without its last token)
+//   labels[i] = the token after tokens[i], or kIgnoreIndex when that next token is part of the
+//               prompt (a src token or the <sep>), so the loss covers exactly the tgt tokens and
+//               the final <eos>.
+// Example, src 今天 = [3,4], tgt 好 = [7], <sep> = 10, <eos> = 2:
+//   full sequence [3, 4, 10, 7, 2]
+//   tokens        [3, 4, 10, 7]
+//   labels        [-100, -100, 7, 2]
+// (position 0 would predict 天, position 1 would predict <sep>: both are prompt, ignored;
+//  position 2, the <sep>, predicts 好; position 3 predicts <eos>.)
+struct LmExample {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> labels;
+};
+
+// `context` names the pair in errors (e.g. "train.tsv:12"); the column part comes from encode.
+Example encode_example(const Tokenizer& tok, const TextPair& pair, std::string_view context);
+LmExample encode_lm_example(const Tokenizer& tok, const TextPair& pair, std::string_view context);
+// Context of pair i is "name:line" (the pair's file line).
+std::vector<Example> encode_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                                     std::string_view name);
+std::vector<LmExample> encode_lm_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                                          std::string_view name);
+
+// ---- batches ------------------------------------------------------------------------------
+
+// Right-padded with <pad>; labels are kIgnoreIndex wherever there is no target.
+// Encoder-decoder batches fill src/src_len/tgt_in/tgt_len/labels (tokens and len stay empty).
+// Decoder-only batches fill tokens/len/labels (S = 0, src/tgt_* stay empty).
+struct Batch {
+  int64_t B = 0;
+  int64_t S = 0;
+  int64_t T = 0;
+  std::vector<int32_t> src;      // [B*S] enc, row-major
+  std::vector<int32_t> src_len;  // [B]   valid positions of each src row
+  std::vector<int32_t> tgt_in;   // [B*T] dec_in
+  std::vector<int32_t> tgt_len;  // [B]
+  std::vector<int32_t> tokens;   // [B*T] decoder-only input
+  std::vector<int32_t> len;      // [B]
+  std::vector<int32_t> labels;   // [B*T]
+  int64_t n_label_tokens = 0;    // labels != kIgnoreIndex
+  std::vector<uint32_t> index;   // [B] which examples (positions in the loader's list)
+};
+
+Batch make_batch(const std::vector<Example>& examples, std::span<const uint32_t> index,
+                 int32_t pad_id);
+Batch make_lm_batch(const std::vector<LmExample>& examples, std::span<const uint32_t> index,
+                    int32_t pad_id);
+// Every example once, in order, batch_size at a time (the last batch may be smaller):
+// for evaluation, where no shuffle and no loader state are wanted.
+std::vector<Batch> batches_in_order(const std::vector<Example>& examples, int64_t batch_size,
+                                    int32_t pad_id);
+std::vector<Batch> lm_batches_in_order(const std::vector<LmExample>& examples, int64_t batch_size,
+                                       int32_t pad_id);
+
+// Everything needed to continue the exact batch sequence after a restart.
+struct LoaderState {
+  uint64_t epoch = 0;           // index of the current epoch, from 0
+  uint64_t cursor = 0;          // examples of `order` already handed out in this epoch
+  std::vector<uint32_t> order;  // this epoch's permutation of example positions
+  std::string rng_state;        // the generator after drawing `order`
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 32;
+  uint64_t seed = 0;
+  bool shuffle = true;  // false: every epoch in example order
+};
+
+// Epochs of batches over a fixed example list. Each epoch is a fresh seeded permutation; the
+// last batch of an epoch may be smaller. The first epoch's order is drawn at construction.
+class DataLoader {
+ public:
+  DataLoader(std::vector<Example> examples, int32_t pad_id, LoaderOptions opt);
+  DataLoader(std::vector<LmExample> examples, int32_t pad_id, LoaderOptions opt);
+
+  // The next batch; when the current epoch is used up, starts the next (reshuffled) one.
+  Batch next_batch();
+
+  LoaderState state() const;
+  // Error unless order is a permutation of 0..size()-1, cursor <= size() and rng_state parses.
+  void set_state(const LoaderState& s);
+
+  size_t size() const { return decoder_only_ ? lm_.size() : enc_dec_.size(); }
+  int64_t batches_per_epoch() const;
+  uint64_t epoch() const { return epoch_; }
+  bool decoder_only() const { return decoder_only_; }
+
+ private:
+  void check_options() const;
+  void new_order();
+
+  std::vector<Example> enc_dec_;
+  std::vector<LmExample> lm_;
+  bool decoder_only_ = false;
+  int32_t pad_id_ = 0;
+  LoaderOptions opt_;
+  Rng rng_;
+  uint64_t epoch_ = 0;
+  uint64_t cursor_ = 0;
+  std::vector<uint32_t> order_;
+};
+
+// Uniform in [0, n) by rejection on 64-bit draws, so a seed gives the same numbers with any
+// standard library (std::uniform_int_distribution is implementation-defined). n > 0.
+uint64_t uniform_below(Rng& rng, uint64_t n);
+// Fisher-Yates with uniform_below.
+void shuffle_in_place(std::vector<uint32_t>& v, Rng& rng);
+
+}  // namespace seqtape
