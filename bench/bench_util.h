@@ -1,0 +1,71 @@
+#pragma once
+// Shared by the benchmark programs: a reporter that keeps every run's time so that ratios
+// between runs of the same process (op vs raw BLAS, cached vs uncached) are printed at the
+// end, and the OpenBLAS banner with the generic-core warning.
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/kernels.h"
+
+namespace seqtape::bench {
+
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
+      std::string name = r.benchmark_name();
+      const std::string suffix = "/real_time";  // looked up without it
+      if (name.size() > suffix.size() && name.ends_with(suffix))
+        name.resize(name.size() - suffix.size());
+      ns_per_iter_[name] = r.GetAdjustedRealTime() * to_ns(r.time_unit);
+      counters_[name] = r.counters;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  bool has(const std::string& name) const { return ns_per_iter_.count(name) > 0; }
+  double ns(const std::string& name) const {
+    auto it = ns_per_iter_.find(name);
+    return it == ns_per_iter_.end() ? 0.0 : it->second;
+  }
+  double counter(const std::string& name, const std::string& c) const {
+    auto it = counters_.find(name);
+    if (it == counters_.end()) return 0.0;
+    auto jt = it->second.find(c);
+    return jt == it->second.end() ? 0.0 : static_cast<double>(jt->second);
+  }
+
+ private:
+  static double to_ns(benchmark::TimeUnit u) {
+    switch (u) {
+      case benchmark::kNanosecond:
+        return 1;
+      case benchmark::kMicrosecond:
+        return 1e3;
+      case benchmark::kMillisecond:
+        return 1e6;
+      default:
+        return 1e9;
+    }
+  }
+  std::map<std::string, double> ns_per_iter_;
+  std::map<std::string, benchmark::UserCounters> counters_;
+};
+
+inline void print_blas_banner() {
+  std::printf("OpenBLAS core: %s, threads: %d\n", kernels::blas_core_name().c_str(),
+              kernels::blas_num_threads());
+  if (kernels::blas_core_is_generic_on_modern_cpu())
+    std::printf(
+        "WARNING: OpenBLAS runs the generic '%s' kernel on a CPU with AVX2/AVX-512; gemm is "
+        "several times slower than it could be. Set OPENBLAS_CORETYPE (e.g. "
+        "OPENBLAS_CORETYPE=SkylakeX or Haswell) in your shell to fix it.\n",
+        kernels::blas_core_name().c_str());
+}
+
+}  // namespace seqtape::bench
