@@ -4,5 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$jobs" 2>&1 | grep -vE '^\[ *[0-9]+%\]|^(gmake|make)\[' || true
-test -x build/cli/seqtape || { echo "build failed" >&2; exit 1; }
+if ! cmake --build build -j"$jobs" >build/build.log 2>&1; then
+  grep -E 'error|Error' -A5 build/build.log | head -60 >&2
+  echo "build failed: see build/build.log" >&2
+  exit 1
+fi
+echo "build: ok (Release, build/)"
