@@ -1,0 +1,250 @@
+#include "train/envelope.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "autograd/tensor.h"
+
+namespace seqtape {
+
+namespace {
+
+constexpr char kMagic[8] = {'S', 'E', 'Q', 'T', 'A', 'P', 'E', '\0'};
+const std::string_view kMagicView(kMagic, sizeof kMagic);
+
+uint64_t get_le(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+void put_le(std::string& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::string hex(uint64_t v) {
+  char buf[19];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+struct Header {
+  uint32_t version = 0;
+  uint64_t payload_size = 0;
+  uint64_t checksum = 0;
+};
+
+// Validates everything that can be checked without the payload. `head` holds the first
+// min(file_size, 32) bytes of the file.
+Header check_header(std::string_view head, uint64_t file_size, const std::string& name,
+                    EnvelopeKind expected_kind, uint32_t max_supported_version) {
+  const std::string expected = envelope_kind_name(static_cast<uint32_t>(expected_kind));
+  if (file_size == 0) fail(name, "not a seqtape " + expected + ": the file is empty");
+  const size_t magic_len = std::min<size_t>(head.size(), kMagicView.size());
+  if (head.substr(0, magic_len) != kMagicView.substr(0, magic_len))
+    fail(name, "not a seqtape " + expected + " (wrong magic bytes)");
+  if (file_size < kEnvelopeHeaderSize)
+    fail(name, "truncated: the file has " + std::to_string(file_size) + " bytes, fewer than the " +
+                   std::to_string(kEnvelopeHeaderSize) + "-byte header");
+  Header h;
+  h.version = static_cast<uint32_t>(get_le(head.data() + 8, 4));
+  const auto kind = static_cast<uint32_t>(get_le(head.data() + 12, 4));
+  h.payload_size = get_le(head.data() + 16, 8);
+  h.checksum = get_le(head.data() + 24, 8);
+  if (h.version == 0) fail(name, "corrupted: invalid format version 0");
+  if (h.version > max_supported_version)
+    fail(name, "written by a newer seqtape (version " + std::to_string(h.version) +
+                   ", this build reads up to " + std::to_string(max_supported_version) + ")");
+  if (kind != static_cast<uint32_t>(expected_kind))
+    fail(name, "is a seqtape " + envelope_kind_name(kind) + " file, not a " + expected);
+  const uint64_t actual = file_size - kEnvelopeHeaderSize;
+  if (h.payload_size > actual)
+    fail(name, "truncated: header says " + std::to_string(h.payload_size) +
+                   " payload bytes, file has " + std::to_string(actual));
+  if (h.payload_size < actual)
+    fail(name, "trailing bytes: header says " + std::to_string(h.payload_size) +
+                   " payload bytes, file has " + std::to_string(actual));
+  return h;
+}
+
+void check_checksum(std::string_view payload, const Header& h, const std::string& name) {
+  const uint64_t got = XXH3_64bits(payload.data(), payload.size());
+  if (got != h.checksum)
+    fail(name, "corrupted: checksum mismatch (header says " + hex(h.checksum) +
+                   ", payload hashes to " + hex(got) + ")");
+}
+
+// Closes the descriptor on every exit path.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+std::atomic<bool> g_fault_armed{false};
+std::atomic<size_t> g_fault_after{0};
+std::atomic<uint64_t> g_temp_counter{0};
+
+}  // namespace
+
+std::string envelope_kind_name(uint32_t kind) {
+  if (kind == static_cast<uint32_t>(EnvelopeKind::Checkpoint)) return "checkpoint";
+  return "kind " + std::to_string(kind);
+}
+
+std::string_view parse_envelope(std::string_view bytes, const std::string& name,
+                                EnvelopeKind expected_kind, uint32_t max_supported_version,
+                                uint32_t* version_out) {
+  const Header h = check_header(bytes.substr(0, kEnvelopeHeaderSize), bytes.size(), name,
+                                expected_kind, max_supported_version);
+  const std::string_view payload = bytes.substr(kEnvelopeHeaderSize);
+  check_checksum(payload, h, name);
+  if (version_out) *version_out = h.version;
+  return payload;
+}
+
+std::string read_envelope(const std::string& path, EnvelopeKind expected_kind,
+                          uint32_t max_supported_version, uint32_t* version_out) {
+  const ReadOnlyFile file(path);
+  char head[kEnvelopeHeaderSize];
+  const size_t head_len = static_cast<size_t>(std::min<uint64_t>(file.size(), sizeof head));
+  file.read_at(0, head, head_len);
+  const Header h = check_header(std::string_view(head, head_len), file.size(), path, expected_kind,
+                                max_supported_version);
+  // payload_size == file size - 32 here, so this allocation is bounded by the file.
+  std::string payload(static_cast<size_t>(h.payload_size), '\0');
+  file.read_at(kEnvelopeHeaderSize, payload.data(), payload.size());
+  check_checksum(payload, h, path);
+  if (version_out) *version_out = h.version;
+  return payload;
+}
+
+ReadOnlyFile::ReadOnlyFile(const std::string& path) : path_(path) {
+  // O_NONBLOCK: a FIFO at `path` must not hang the open; regular files ignore it.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fail(path, std::string("cannot stat: ") + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fail(path, "not a regular file");
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+}
+
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ReadOnlyFile::read_at(uint64_t offset, char* dst, size_t n) const {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd_, dst + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      fail(path_, std::string("read failed: ") + std::strerror(errno));
+    }
+    if (r == 0) fail(path_, "truncated: the file shrank while it was being read");
+    done += static_cast<size_t>(r);
+  }
+}
+
+std::string make_envelope_header(EnvelopeKind kind, uint32_t version, std::string_view payload) {
+  if (version == 0) fail("make_envelope_header", "format version 0 is reserved");
+  std::string out(kMagicView);
+  put_le(out, version, 4);
+  put_le(out, static_cast<uint32_t>(kind), 4);
+  put_le(out, payload.size(), 8);
+  put_le(out, XXH3_64bits(payload.data(), payload.size()), 8);
+  return out;
+}
+
+void write_envelope_atomic(const std::string& path, EnvelopeKind kind, uint32_t version,
+                           std::string_view payload) {
+  const std::string header = make_envelope_header(kind, version, payload);
+  write_file_atomic(path, {header, payload});
+}
+
+void set_write_fault_for_testing(size_t fail_after_bytes) {
+  g_fault_after = fail_after_bytes;
+  g_fault_armed = true;
+}
+
+void clear_write_fault_for_testing() {
+  g_fault_armed = false;
+}
+
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
+  const std::filesystem::path target(path);
+  const std::string dir =
+      target.parent_path().empty() ? std::string(".") : target.parent_path().string();
+  // pid + counter: unique per process and per call, so concurrent saves never share a temp.
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(g_temp_counter.fetch_add(1));
+  const bool fault = g_fault_armed.load();
+  const size_t fault_after = g_fault_after.load();
+
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, "cannot save: cannot create " + tmp + ": " + std::strerror(errno));
+
+  // Undo everything and report; the file at `path` has not been touched yet.
+  auto abort_write = [&](const std::string& what, int err) {
+    if (fd >= 0) ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(path, "cannot save: " + what + " " + tmp + " failed: " + std::strerror(err) +
+                   " (the previous file is unchanged)");
+  };
+
+  size_t written = 0;
+  for (std::string_view part : parts) {
+    size_t done = 0;
+    while (done < part.size()) {
+      size_t n = part.size() - done;
+      if (fault) {
+        if (written >= fault_after) abort_write("writing", ENOSPC);
+        n = std::min(n, fault_after - written);
+      }
+      const ssize_t w = ::write(fd, part.data() + done, n);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        abort_write("writing", errno);
+      }
+      if (w == 0) abort_write("writing", EIO);
+      done += static_cast<size_t>(w);
+      written += static_cast<size_t>(w);
+    }
+  }
+  if (fault) abort_write("syncing", ENOSPC);  // the whole file fit under the limit
+  if (::fsync(fd) != 0) abort_write("syncing", errno);
+  const int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) abort_write("closing", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) abort_write("renaming", errno);
+
+  // Makes the rename itself durable; without it a crash can bring back the old directory entry.
+  Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.fd < 0)
+    fail(path, "saved, but cannot open directory " + dir + " to sync it: " + std::strerror(errno));
+  // Some file systems cannot sync a directory (EINVAL); the data itself is already synced.
+  if (::fsync(d.fd) != 0 && errno != EINVAL)
+    fail(path, "saved, but syncing directory " + dir + " failed: " + std::strerror(errno));
+}
+
+}  // namespace seqtape
