@@ -1,0 +1,80 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "nn/layers.h"
+
+namespace seqtape {
+
+Mask key_padding_mask(const std::vector<int32_t>& len, int64_t Tk) {
+  const auto B = static_cast<int64_t>(len.size());
+  Mask m = Mask::zeros({B, 1, 1, Tk});  // [B, 1, 1, Tk]
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = len[b]; j < Tk; ++j) m.data[b * Tk + j] = 1;
+  return m;
+}
+
+Mask causal_padding_mask(const std::vector<int32_t>& len, int64_t T) {
+  const auto B = static_cast<int64_t>(len.size());
+  Mask m = Mask::zeros({B, 1, T, T});  // [B, 1, T, T]
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j)
+        if (j > i || j >= len[b]) m.data[(b * T + i) * T + j] = 1;
+  return m;
+}
+
+MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t n_heads, bool bias, double dropout,
+                                       DType dtype)
+    : d_model_(d_model), n_heads_(n_heads), dropout_(dropout) {
+  if (n_heads < 1 || d_model % n_heads != 0)
+    throw Error("MultiHeadAttention: d_model " + std::to_string(d_model) +
+                " is not divisible by n_heads " + std::to_string(n_heads));
+  const int64_t C = d_model;
+  auto w = [&](const char* name) {
+    return register_parameter(name, {C, C}, dtype, ParamInit::xavier(C, C));  // [C, C]
+  };
+  auto b = [&](const char* name) {
+    return bias ? register_parameter(name, {C}, dtype, ParamInit::zeros()) : Var();  // [C]
+  };
+  wq_ = w("wq");
+  bq_ = b("bq");
+  wk_ = w("wk");
+  bk_ = b("bk");
+  wv_ = w("wv");
+  bv_ = b("bv");
+  wo_ = w("wo");
+  bo_ = b("bo");
+}
+
+Var MultiHeadAttention::forward(const Var& x, const Var& kv, const Mask* mask, Rng& rng) {
+  if (x.ndim() != 3 || kv.ndim() != 3 || x.dim(2) != d_model_ || kv.dim(2) != d_model_ ||
+      x.dim(0) != kv.dim(0))
+    throw Error("MultiHeadAttention: queries " + shape_str(x.shape()) + " and keys/values " +
+                shape_str(kv.shape()) + " must be [B, T, " + std::to_string(d_model_) +
+                "] with the same B");
+  const int64_t B = x.dim(0), Tq = x.dim(1), Tk = kv.dim(1);
+  const int64_t H = n_heads_, Dh = d_model_ / n_heads_;
+
+  // [B, T, C] → [B, T, H, Dh] → [B, H, T, Dh]
+  auto split = [&](const Var& t, int64_t T) {
+    return permute(reshape(t, {B, T, H, Dh}), {0, 2, 1, 3});
+  };
+  Var q = split(linear(x, wq_, bq_), Tq);   // [B, H, Tq, Dh]
+  Var k = split(linear(kv, wk_, bk_), Tk);  // [B, H, Tk, Dh]
+  Var v = split(linear(kv, wv_, bv_), Tk);  // [B, H, Tk, Dh]
+
+  Var scores = mul(matmul(q, k, false, /*trans_b=*/true),
+                   1.0 / std::sqrt(static_cast<double>(Dh)));  // [B, H, Tq, Tk]
+  if (mask) scores = masked_fill(scores, *mask, -std::numeric_limits<double>::infinity());
+  Var weights = softmax(scores);  // [B, H, Tq, Tk]
+  if (capture_) last_attention_ = weights.value().clone();
+  weights = dropout(weights, dropout_, training(), rng);  // [B, H, Tq, Tk]
+
+  Var ctx = matmul(weights, v);                                         // [B, H, Tq, Dh]
+  Var merged = reshape(permute(ctx, {0, 2, 1, 3}), {B, Tq, d_model_});  // [B, Tq, C]
+  return linear(merged, wo_, bo_);                                      // [B, Tq, C]
+}
+
+}  // namespace seqtape

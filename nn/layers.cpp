@@ -1,0 +1,156 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+namespace seqtape {
+
+namespace {
+// [..., K] → [N, K] with N the product of the leading dims; returns the leading dims.
+Shape leading_dims(const Var& x, const char* op) {
+  if (x.ndim() < 1) throw Error(std::string(op) + ": input must have at least one axis");
+  Shape lead(x.shape().begin(), x.shape().end() - 1);
+  return lead;
+}
+}  // namespace
+
+Var linear(const Var& x, const Var& w, const Var& b) {
+  if (w.ndim() != 2 || x.ndim() < 1 || x.dim(-1) != w.dim(0))
+    throw Error("linear: input " + shape_str(x.shape()) + " does not match weight [in, out] " +
+                shape_str(w.shape()));
+  Shape out_shape = leading_dims(x, "linear");
+  out_shape.push_back(w.dim(1));
+  Var x2 = reshape(x, {-1, w.dim(0)});  // [N, in]
+  Var y = matmul(x2, w);                // [N, out]
+  if (b.defined()) y = add(y, b);       // [N, out]
+  return reshape(y, out_shape);         // [..., out]
+}
+
+Var linear_transposed(const Var& x, const Var& w_t, const Var& b) {
+  if (w_t.ndim() != 2 || x.ndim() < 1 || x.dim(-1) != w_t.dim(1))
+    throw Error("linear_transposed: input " + shape_str(x.shape()) +
+                " does not match weight [out, in] " + shape_str(w_t.shape()));
+  Shape out_shape = leading_dims(x, "linear_transposed");
+  out_shape.push_back(w_t.dim(0));
+  Var x2 = reshape(x, {-1, w_t.dim(1)});                         // [N, in]
+  Var y = matmul(x2, w_t, /*trans_a=*/false, /*trans_b=*/true);  // [N, out]
+  if (b.defined()) y = add(y, b);                                // [N, out]
+  return reshape(y, out_shape);                                  // [..., out]
+}
+
+Var activate(const Var& x, Activation act) {
+  switch (act) {
+    case Activation::Relu:
+      return relu(x);
+    case Activation::Gelu:
+      return gelu(x);
+    case Activation::Tanh:
+      return tanh(x);
+  }
+  throw Error("activate: unknown activation");
+}
+
+// ---- Linear -------------------------------------------------------------------------------
+
+Linear::Linear(int64_t in, int64_t out, bool bias, DType dtype) {
+  weight_ =
+      register_parameter("weight", {in, out}, dtype, ParamInit::xavier(in, out));  // [in, out]
+  if (bias) bias_ = register_parameter("bias", {out}, dtype, ParamInit::zeros());  // [out]
+}
+
+Linear::Linear(int64_t in, int64_t out, bool bias, const Var& shared, DType dtype)
+    : weight_(shared), tied_(true) {
+  if (!shared.defined() || shared.ndim() != 2 || shared.dim(0) != out || shared.dim(1) != in)
+    throw Error("Linear (tied): shared weight must be [out, in] = " + shape_str({out, in}) +
+                ", got " + (shared.defined() ? shape_str(shared.shape()) : "undefined"));
+  if (shared.dtype() != dtype) throw Error("Linear (tied): shared weight has another dtype");
+  if (bias) bias_ = register_parameter("bias", {out}, dtype, ParamInit::zeros());  // [out]
+}
+
+Var Linear::forward(const Var& x) const {
+  return tied_ ? linear_transposed(x, weight_, bias_) : linear(x, weight_, bias_);
+}
+
+// ---- Embedding ----------------------------------------------------------------------------
+
+Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype) {
+  weight_ = register_parameter("weight", {vocab, dim}, dtype, ParamInit::normal(1.0));  // [V, C]
+}
+
+Var Embedding::forward(const std::vector<int32_t>& ids, const Shape& ids_shape) const {
+  const int64_t V = weight_.dim(0);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= V)
+      throw Error("Embedding: id " + std::to_string(ids[i]) + " at flat position " +
+                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+  return embedding(weight_, ids, ids_shape);  // ids_shape + [C]
+}
+
+// ---- PositionalEncoding -------------------------------------------------------------------
+
+Tensor sinusoidal_table(int positions, int d, double base, DType dtype) {
+  if (positions < 0 || d < 1 || !(base > 1.0))
+    throw Error("sinusoidal_table: need positions >= 0, d >= 1, base > 1 (got " +
+                std::to_string(positions) + ", " + std::to_string(d) + ", " + std::to_string(base) +
+                ")");
+  Tensor t(Shape{positions, d}, dtype);  // [P, C]
+  dispatch(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = t.data<T>();
+    for (int pos = 0; pos < positions; ++pos) {
+      for (int j = 0; j < d; ++j) {
+        const int two_i = j - (j % 2);  // 2i for both members of the (sin, cos) pair
+        const double angle = pos / std::pow(base, static_cast<double>(two_i) / d);
+        p[static_cast<int64_t>(pos) * d + j] =
+            static_cast<T>(j % 2 == 0 ? std::sin(angle) : std::cos(angle));
+      }
+    }
+  });
+  return t;
+}
+
+PositionalEncoding::PositionalEncoding(PosEncoding kind, int64_t max_positions, int64_t dim,
+                                       double base, DType dtype)
+    : kind_(kind), max_positions_(max_positions) {
+  if (kind == PosEncoding::Sinusoidal)
+    table_ = Var(sinusoidal_table(static_cast<int>(max_positions), static_cast<int>(dim), base,
+                                  dtype));  // [P, C], constant
+  else if (kind == PosEncoding::Learned)
+    table_ = register_parameter("weight", {max_positions, dim}, dtype,
+                                ParamInit::normal(1.0));  // [P, C]
+}
+
+Var PositionalEncoding::forward(int64_t T) const {
+  if (kind_ == PosEncoding::None) return Var();
+  if (T < 1 || T > max_positions_)
+    throw Error("PositionalEncoding: length " + std::to_string(T) + " outside [1, max_positions " +
+                std::to_string(max_positions_) + "]");
+  return slice(table_, 0, 0, T);  // [T, C]
+}
+
+// ---- LayerNorm ----------------------------------------------------------------------------
+
+LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
+  gamma_ = register_parameter("gamma", {dim}, dtype, ParamInit::ones());  // [C]
+  beta_ = register_parameter("beta", {dim}, dtype, ParamInit::zeros());   // [C]
+}
+
+Var LayerNorm::forward(const Var& x) const {
+  return layer_norm(x, gamma_, beta_, eps_);
+}
+
+// ---- FeedForward --------------------------------------------------------------------------
+
+FeedForward::FeedForward(int64_t dim, int64_t hidden, Activation act, bool bias, DType dtype)
+    : act_(act) {
+  w1_ = register_parameter("w1", {dim, hidden}, dtype, ParamInit::xavier(dim, hidden));  // [C, F]
+  if (bias) b1_ = register_parameter("b1", {hidden}, dtype, ParamInit::zeros());         // [F]
+  w2_ = register_parameter("w2", {hidden, dim}, dtype, ParamInit::xavier(hidden, dim));  // [F, C]
+  if (bias) b2_ = register_parameter("b2", {dim}, dtype, ParamInit::zeros());            // [C]
+}
+
+Var FeedForward::forward(const Var& x) const {
+  Var h = activate(linear(x, w1_, b1_), act_);  // [..., F]
+  return linear(h, w2_, b2_);                   // [..., C]
+}
+
+}  // namespace seqtape

@@ -1,0 +1,272 @@
+#include "nn/transformer.h"
+
+namespace seqtape {
+
+namespace {
+
+std::unique_ptr<LayerNorm> make_norm(const ModelConfig& cfg, DType dtype) {
+  if (cfg.norm == NormPlacement::None) return nullptr;
+  return std::make_unique<LayerNorm>(cfg.d_model, cfg.layer_norm_eps, dtype);
+}
+
+// One residual sublayer in the configured placement:
+//   post: LN(x + drop(f(x)))   pre: x + drop(f(LN(x)))   none: x + drop(f(x))
+template <typename F>
+Var residual(const Var& x, NormPlacement placement, const LayerNorm* norm, double p, bool training,
+             Rng& rng, F&& f) {
+  if (placement == NormPlacement::Pre)
+    return add(x, dropout(f(norm->forward(x)), p, training, rng));
+  Var y = add(x, dropout(f(x), p, training, rng));
+  return placement == NormPlacement::Post ? norm->forward(y) : y;
+}
+
+}  // namespace
+
+// ---- layers -------------------------------------------------------------------------------
+
+EncoderLayer::EncoderLayer(const ModelConfig& cfg, DType dtype)
+    : norm_(cfg.norm),
+      dropout_(cfg.dropout),
+      self_attn_(cfg.d_model, cfg.n_heads, cfg.attn_bias, cfg.dropout, dtype),
+      norm1_(make_norm(cfg, dtype)),
+      norm2_(make_norm(cfg, dtype)),
+      ffn_(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_bias, dtype) {
+  register_module("self_attn", self_attn_);
+  if (norm1_) register_module("norm1", *norm1_);
+  register_module("ffn", ffn_);
+  if (norm2_) register_module("norm2", *norm2_);
+}
+
+Var EncoderLayer::forward(const Var& x, const Mask& mask, Rng& rng) {
+  Var h = residual(x, norm_, norm1_.get(), dropout_, training(), rng, [&](const Var& in) {
+    return self_attn_.forward(in, in, &mask, rng);  // [B, S, C]
+  });
+  return residual(h, norm_, norm2_.get(), dropout_, training(), rng,
+                  [&](const Var& in) { return ffn_.forward(in); });  // [B, S, C]
+}
+
+DecoderLayer::DecoderLayer(const ModelConfig& cfg, bool cross_attention, DType dtype)
+    : norm_(cfg.norm),
+      dropout_(cfg.dropout),
+      self_attn_(cfg.d_model, cfg.n_heads, cfg.attn_bias, cfg.dropout, dtype),
+      ffn_(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_bias, dtype) {
+  norm1_ = make_norm(cfg, dtype);
+  register_module("self_attn", self_attn_);
+  if (norm1_) register_module("norm1", *norm1_);
+  if (cross_attention) {
+    cross_attn_ = std::make_unique<MultiHeadAttention>(cfg.d_model, cfg.n_heads, cfg.attn_bias,
+                                                       cfg.dropout, dtype);
+    norm2_ = make_norm(cfg, dtype);
+    register_module("cross_attn", *cross_attn_);
+    if (norm2_) register_module("norm2", *norm2_);
+  }
+  // The FFN's norm is norm3 after a cross-attention block, norm2 without one.
+  register_module("ffn", ffn_);
+  norm3_ = make_norm(cfg, dtype);
+  if (norm3_) register_module(cross_attention ? "norm3" : "norm2", *norm3_);
+}
+
+Var DecoderLayer::forward(const Var& x, const Mask& self_mask, const Var& memory,
+                          const Mask* cross_mask, Rng& rng) {
+  Var h = residual(x, norm_, norm1_.get(), dropout_, training(), rng, [&](const Var& in) {
+    return self_attn_.forward(in, in, &self_mask, rng);  // [B, T, C]
+  });
+  if (cross_attn_) {
+    if (!memory.defined()) throw Error("DecoderLayer: cross-attention needs the encoder memory");
+    h = residual(h, norm_, norm2_.get(), dropout_, training(), rng, [&](const Var& in) {
+      return cross_attn_->forward(in, memory, cross_mask, rng);  // [B, T, C]
+    });
+  }
+  return residual(h, norm_, norm3_.get(), dropout_, training(), rng,
+                  [&](const Var& in) { return ffn_.forward(in); });  // [B, T, C]
+}
+
+// ---- stacks -------------------------------------------------------------------------------
+
+Encoder::Encoder(const ModelConfig& cfg, DType dtype) {
+  for (int64_t i = 0; i < cfg.n_encoder_layers; ++i) {
+    layers_.push_back(std::make_unique<EncoderLayer>(cfg, dtype));
+    register_module("layers." + std::to_string(i), *layers_.back());
+  }
+  if (cfg.norm == NormPlacement::Pre) {
+    final_norm_ = make_norm(cfg, dtype);
+    register_module("final_norm", *final_norm_);
+  }
+}
+
+Var Encoder::forward(const Var& x, const Mask& mask, Rng& rng) {
+  Var h = x;
+  for (auto& layer : layers_) h = layer->forward(h, mask, rng);  // [B, S, C]
+  return final_norm_ ? final_norm_->forward(h) : h;              // [B, S, C]
+}
+
+Decoder::Decoder(const ModelConfig& cfg, bool cross_attention, DType dtype) {
+  for (int64_t i = 0; i < cfg.n_decoder_layers; ++i) {
+    layers_.push_back(std::make_unique<DecoderLayer>(cfg, cross_attention, dtype));
+    register_module("layers." + std::to_string(i), *layers_.back());
+  }
+  if (cfg.norm == NormPlacement::Pre) {
+    final_norm_ = make_norm(cfg, dtype);
+    register_module("final_norm", *final_norm_);
+  }
+}
+
+Var Decoder::forward(const Var& x, const Mask& self_mask, const Var& memory, const Mask* cross_mask,
+                     Rng& rng) {
+  Var h = x;
+  for (auto& layer : layers_)
+    h = layer->forward(h, self_mask, memory, cross_mask, rng);  // [B, T, C]
+  return final_norm_ ? final_norm_->forward(h) : h;             // [B, T, C]
+}
+
+// ---- shared model parts -------------------------------------------------------------------
+
+const ModelConfig& TransformerModel::validated(const ModelConfig& cfg) {
+  cfg.validate();
+  return cfg;
+}
+
+TransformerModel::TransformerModel(const ModelConfig& cfg, DType dtype)
+    : cfg_(validated(cfg)),
+      dtype_(dtype),
+      embed_(cfg.vocab_size, cfg.d_model, dtype),
+      pos_(cfg.pos_encoding, cfg.max_positions, cfg.d_model, cfg.pe_base, dtype) {
+  register_module("embed", embed_);
+  register_module("pos", pos_);
+}
+
+void TransformerModel::finish() {
+  if (cfg_.tie_output)
+    out_proj_ =
+        std::make_unique<Linear>(cfg_.d_model, cfg_.vocab_size, true, embed_.weight(), dtype_);
+  else
+    out_proj_ = std::make_unique<Linear>(cfg_.d_model, cfg_.vocab_size, true, dtype_);
+  register_module("out_proj", *out_proj_);
+  init_parameters(cfg_.init_seed);
+  visit_modules([this](const std::string& path, Module& m) {
+    if (auto* mha = dynamic_cast<MultiHeadAttention*>(&m)) attention_.emplace_back(path, mha);
+  });
+}
+
+void TransformerModel::set_capture_attention(bool on) {
+  for (auto& [name, mha] : attention_) mha->set_capture_attention(on);
+}
+
+std::vector<AttentionWeights> TransformerModel::attention_weights() const {
+  std::vector<AttentionWeights> out;
+  for (const auto& [name, mha] : attention_)
+    if (mha->last_attention().defined()) out.push_back({name, mha->last_attention()});
+  return out;
+}
+
+void TransformerModel::check_batch(const char* op, const char* what,
+                                   const std::vector<int32_t>& ids, int64_t B, int64_t T,
+                                   const std::vector<int32_t>& len) const {
+  const std::string where = std::string(op) + ": ";
+  if (B < 1 || T < 1)
+    throw Error(where + what + " batch must have B >= 1 and length >= 1, got B=" +
+                std::to_string(B) + ", length=" + std::to_string(T));
+  if (T > cfg_.max_positions)
+    throw Error(where + what + " length " + std::to_string(T) + " exceeds max_positions " +
+                std::to_string(cfg_.max_positions));
+  if (static_cast<int64_t>(ids.size()) != B * T)
+    throw Error(where + what + " has " + std::to_string(ids.size()) +
+                " ids, expected B*T = " + std::to_string(B) + "*" + std::to_string(T));
+  if (static_cast<int64_t>(len.size()) != B)
+    throw Error(where + what + " lengths: " + std::to_string(len.size()) +
+                " given, expected B = " + std::to_string(B));
+  for (int64_t b = 0; b < B; ++b)
+    if (len[b] < 1 || len[b] > T)
+      throw Error(where + what + " length[" + std::to_string(b) + "] = " + std::to_string(len[b]) +
+                  " outside [1, " + std::to_string(T) + "]");
+  for (int64_t i = 0; i < B * T; ++i)
+    if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
+      throw Error(where + what + " id " + std::to_string(ids[i]) + " at [" + std::to_string(i / T) +
+                  "," + std::to_string(i % T) + "] is outside the vocabulary [0, " +
+                  std::to_string(cfg_.vocab_size) + ")");
+}
+
+Var TransformerModel::embed_inputs(const std::vector<int32_t>& ids, int64_t B, int64_t T,
+                                   Rng& rng) {
+  Var x = embed_.forward(ids, {B, T});  // [B, T, C]
+  Var pe = pos_.forward(T);             // [T, C] or undefined
+  if (pe.defined()) x = add(x, pe);     // [B, T, C]
+  return dropout(x, cfg_.dropout, training(), rng);
+}
+
+Var TransformerModel::project(const Var& h) const {
+  return out_proj_->forward(h);
+}  // [B,T,V]
+
+// ---- Seq2Seq ------------------------------------------------------------------------------
+
+Seq2Seq::Seq2Seq(const ModelConfig& cfg, DType dtype)
+    : TransformerModel(cfg, dtype), encoder_(config(), dtype), decoder_(config(), true, dtype) {
+  if (config().arch != Arch::Seq2Seq)
+    throw Error("Seq2Seq: config arch is '" + std::string(to_string(config().arch)) +
+                "', expected 'seq2seq'");
+  register_module("encoder", encoder_);
+  register_module("decoder", decoder_);
+  finish();
+}
+
+Var Seq2Seq::encode(const std::vector<int32_t>& src, int64_t B, int64_t S,
+                    const std::vector<int32_t>& src_len, Rng& rng) {
+  check_batch("Seq2Seq::encode", "src", src, B, S, src_len);
+  Var x = embed_inputs(src, B, S, rng);      // [B, S, C]
+  Mask mask = key_padding_mask(src_len, S);  // [B, 1, 1, S]
+  return encoder_.forward(x, mask, rng);     // [B, S, C]
+}
+
+Var Seq2Seq::decode(const Var& memory, const std::vector<int32_t>& src_len,
+                    const std::vector<int32_t>& tgt_in, int64_t B, int64_t T,
+                    const std::vector<int32_t>& tgt_len, Rng& rng) {
+  check_batch("Seq2Seq::decode", "tgt_in", tgt_in, B, T, tgt_len);
+  if (!memory.defined() || memory.ndim() != 3 || memory.dim(0) != B ||
+      memory.dim(2) != config().d_model)
+    throw Error("Seq2Seq::decode: memory must be [B=" + std::to_string(B) +
+                ", S, C=" + std::to_string(config().d_model) + "], got " +
+                (memory.defined() ? shape_str(memory.shape()) : "undefined"));
+  const int64_t S = memory.dim(1);
+  if (static_cast<int64_t>(src_len.size()) != B)
+    throw Error("Seq2Seq::decode: src_len has " + std::to_string(src_len.size()) +
+                " entries, expected B = " + std::to_string(B));
+  for (int64_t b = 0; b < B; ++b)
+    if (src_len[b] < 1 || src_len[b] > S)
+      throw Error("Seq2Seq::decode: src_len[" + std::to_string(b) +
+                  "] = " + std::to_string(src_len[b]) + " outside [1, " + std::to_string(S) + "]");
+  Var y = embed_inputs(tgt_in, B, T, rng);                           // [B, T, C]
+  Mask self_mask = causal_padding_mask(tgt_len, T);                  // [B, 1, T, T]
+  Mask cross_mask = key_padding_mask(src_len, S);                    // [B, 1, 1, S]
+  Var h = decoder_.forward(y, self_mask, memory, &cross_mask, rng);  // [B, T, C]
+  return project(h);                                                 // [B, T, V]
+}
+
+Var Seq2Seq::forward(const std::vector<int32_t>& src, int64_t B, int64_t S,
+                     const std::vector<int32_t>& src_len, const std::vector<int32_t>& tgt_in,
+                     int64_t T, const std::vector<int32_t>& tgt_len, Rng& rng) {
+  Var memory = encode(src, B, S, src_len, rng);                // [B, S, C]
+  return decode(memory, src_len, tgt_in, B, T, tgt_len, rng);  // [B, T, V]
+}
+
+// ---- DecoderOnly --------------------------------------------------------------------------
+
+DecoderOnly::DecoderOnly(const ModelConfig& cfg, DType dtype)
+    : TransformerModel(cfg, dtype), decoder_(config(), false, dtype) {
+  if (config().arch != Arch::DecoderOnly)
+    throw Error("DecoderOnly: config arch is '" + std::string(to_string(config().arch)) +
+                "', expected 'decoder_only'");
+  register_module("decoder", decoder_);
+  finish();
+}
+
+Var DecoderOnly::forward(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
+                         const std::vector<int32_t>& len, Rng& rng) {
+  check_batch("DecoderOnly::forward", "tokens", tokens, B, T, len);
+  Var x = embed_inputs(tokens, B, T, rng);                 // [B, T, C]
+  Mask mask = causal_padding_mask(len, T);                 // [B, 1, T, T]
+  Var h = decoder_.forward(x, mask, Var(), nullptr, rng);  // [B, T, C]
+  return project(h);                                       // [B, T, V]
+}
+
+}  // namespace seqtape
