@@ -1,1 +1,43 @@
-int main() { return 0; }
+// seqtape: one command-line tool, one subcommand per job.
+#include <cstdio>
+#include <iostream>
+
+#include "autograd/tensor.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  using namespace seqtape::cli;
+  CLI::App app{
+      "seqtape — a from-scratch autograd and Transformer toolkit you can check step by step"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "seqtape 0.1");
+  Runner run;
+  register_gradcheck(app, run);
+  register_train(app, run);
+  register_gen_copy(app, run);
+  register_export(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kUsage;
+  }
+  try {
+    return run ? run() : kOk;
+  } catch (const UsageError& e) {
+    std::cerr << "seqtape: usage error: " << e.what() << "\n";
+    return kUsage;
+  } catch (const seqtape::Error& e) {
+    std::cerr << "seqtape: error: " << e.what() << "\n";
+    return kDataError;
+  } catch (const std::exception& e) {
+    std::cerr << "seqtape: internal error: " << e.what() << "\n";
+    return kInternal;
+  }
+}

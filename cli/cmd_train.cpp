@@ -1,0 +1,219 @@
+// `seqtape train`, `seqtape gen-copy` and `seqtape export`.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "train/checkpoint.h"
+#include "train/copy_task.h"
+#include "train/safetensors.h"
+#include "train/trainer.h"
+
+namespace seqtape::cli {
+
+namespace {
+
+struct TrainArgs {
+  TrainOptions o;
+  std::string config_file, preset = "default", optimizer = "adam", schedule = "constant";
+  std::string arch, activation, norm, pos;
+  int64_t d_model = 0, heads = 0, enc_layers = 0, dec_layers = 0, ffn = 0, max_positions = 0;
+  double pe_base = 0, dropout = 0, weight_decay = 0;
+  bool tie = false;
+  uint64_t init_seed = 0;
+  CLI::Option *d_model_o, *heads_o, *enc_o, *dec_o, *ffn_o, *maxpos_o, *pe_base_o, *dropout_o,
+      *tie_o, *init_seed_o, *lr_o, *preset_o;
+  bool no_progress = false;
+};
+
+ModelConfig build_config(TrainArgs& a) {
+  ModelConfig c;
+  if (!a.config_file.empty()) {
+    if (a.preset_o->count()) throw UsageError("give --config or --preset, not both");
+    std::ifstream in(a.config_file);
+    if (!in) fail(a.config_file, "cannot open the configuration file");
+    try {
+      c = ModelConfig::from_json(nlohmann::json::parse(in));
+    } catch (const nlohmann::json::exception& e) {
+      fail(a.config_file, std::string("invalid JSON: ") + e.what());
+    }
+  } else {
+    c = preset(a.preset, 2);  // vocab_size is set from the vocabulary later
+  }
+  if (!a.arch.empty()) c.arch = parse_arch(a.arch);
+  if (!a.activation.empty()) c.activation = parse_activation(a.activation);
+  if (!a.norm.empty()) c.norm = parse_norm_placement(a.norm);
+  if (!a.pos.empty()) c.pos_encoding = parse_pos_encoding(a.pos);
+  if (a.d_model_o->count()) c.d_model = a.d_model;
+  if (a.heads_o->count()) c.n_heads = a.heads;
+  if (a.enc_o->count()) c.n_encoder_layers = a.enc_layers;
+  if (a.dec_o->count()) c.n_decoder_layers = a.dec_layers;
+  if (a.ffn_o->count()) c.d_ff = a.ffn;
+  if (a.maxpos_o->count()) c.max_positions = a.max_positions;
+  if (a.pe_base_o->count()) c.pe_base = a.pe_base;
+  if (a.dropout_o->count()) c.dropout = a.dropout;
+  if (a.tie_o->count()) c.tie_output = a.tie;
+  if (a.init_seed_o->count()) c.init_seed = a.init_seed;
+  if (c.arch == Arch::DecoderOnly && !a.enc_o->count()) c.n_encoder_layers = 0;
+  return c;
+}
+
+}  // namespace
+
+void register_train(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<TrainArgs>();
+  TrainOptions& o = a->o;
+  o.schedule.lr = 1e-3;
+  CLI::App* sub = app.add_subcommand(
+      "train",
+      "Train a Transformer (encoder-decoder or decoder-only) on a TSV of source<TAB>target");
+  sub->add_option("--data", o.data, "training data: UTF-8 TSV, one source<TAB>target per line")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--valid", o.valid_data, "validation TSV (default: hold out part of --data)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--vocab", o.vocab,
+                  "vocabulary file, one token per line in id order (default: built from the data "
+                  "with <pad> <bos> <eos> <unk> <sep> first)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--out", o.out_dir, "output directory (checkpoint, metrics.csv, loss.svg)")
+      ->required();
+  a->preset_o =
+      sub->add_option("--preset", a->preset, "model preset: seed, default, small, medium, lm")
+          ->capture_default_str();
+  sub->add_option("--config", a->config_file, "model configuration JSON (instead of --preset)");
+  auto* g = sub->add_option_group("model", "override fields of the preset or config");
+  g->add_option("--arch", a->arch, "seq2seq | decoder_only");
+  a->d_model_o = g->add_option("--d-model", a->d_model, "model width");
+  a->heads_o = g->add_option("--heads", a->heads, "attention heads");
+  a->enc_o = g->add_option("--enc-layers", a->enc_layers, "encoder layers");
+  a->dec_o = g->add_option("--dec-layers", a->dec_layers, "decoder layers");
+  a->ffn_o = g->add_option("--ffn", a->ffn, "feed-forward width");
+  g->add_option("--activation", a->activation, "relu | gelu | tanh");
+  g->add_option("--norm", a->norm, "post | pre | none (LayerNorm placement)");
+  g->add_option("--pos", a->pos, "sinusoidal | learned | none");
+  a->pe_base_o =
+      g->add_option("--pe-base", a->pe_base, "sinusoidal PE base (the reference uses 100)");
+  a->dropout_o = g->add_option("--dropout", a->dropout, "dropout probability");
+  a->tie_o = g->add_flag("--tie", a->tie, "tie the output projection to the embedding");
+  a->maxpos_o = g->add_option("--max-positions", a->max_positions, "longest sequence");
+  a->init_seed_o = g->add_option("--init-seed", a->init_seed, "seed of the weight initialization");
+  sub->add_option("--steps", o.steps, "optimizer steps (default: from --epochs)");
+  sub->add_option("--epochs", o.epochs,
+                  "passes over the training data (used when --steps is not given)");
+  sub->add_option("--batch", o.batch, "examples per batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  a->lr_o = sub->add_option("--lr", o.schedule.lr, "learning rate (peak, with --warmup)")
+                ->capture_default_str();
+  sub->add_option("--warmup", o.schedule.warmup,
+                  "warmup steps, then inverse-square-root decay (0: constant)")
+      ->capture_default_str();
+  sub->add_option("--optimizer", a->optimizer, "sgd | momentum | adam | adamw")
+      ->capture_default_str();
+  sub->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay");
+  sub->add_option("--clip", o.clip, "max global gradient norm (0: off)")->capture_default_str();
+  sub->add_option("--label-smoothing", o.label_smoothing, "cross-entropy label smoothing")
+      ->capture_default_str();
+  sub->add_option("--seed", o.seed, "seed of data order, split and dropout")->capture_default_str();
+  sub->add_option("--threads", o.threads, "OpenBLAS threads (0: library default)")
+      ->capture_default_str();
+  sub->add_option("--valid-fraction", o.valid_fraction, "fraction of --data held out")
+      ->capture_default_str();
+  sub->add_option("--valid-max", o.valid_max, "at most this many held out")->capture_default_str();
+  sub->add_option("--log-every", o.log_every, "log a metrics row every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end)")
+      ->capture_default_str();
+  sub->add_option("--save-every", o.save_every, "checkpoint every N steps (and at the end)")
+      ->capture_default_str();
+  sub->add_option("--eval-max", o.eval_max, "validation examples greedily decoded for exact match")
+      ->capture_default_str();
+  sub->add_flag("--resume", o.resume, "continue from <out>/checkpoint.bin (same data and flags)");
+  sub->add_flag("--no-progress", a->no_progress, "plain log lines even on a terminal");
+  sub->add_flag("--anomaly", o.anomaly,
+                "check every op's result and name the first non-finite one");
+  sub->callback([&run, a] {
+    run = [a] {
+      TrainOptions o = a->o;
+      if (o.steps < 0 || o.epochs < 0) throw UsageError("--steps and --epochs must be >= 0");
+      if (o.steps == 0 && o.epochs == 0) throw UsageError("give --steps N or --epochs N");
+      if (!(o.schedule.lr > 0)) throw UsageError("--lr must be > 0");
+      if (o.clip < 0) throw UsageError("--clip must be >= 0");
+      if (o.threads < 0) throw UsageError("--threads must be >= 0");
+      o.model = build_config(*a);
+      o.optim.kind = parse_optimizer(a->optimizer);
+      o.optim.weight_decay = a->weight_decay;
+      if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
+      if (a->no_progress) o.progress = 0;
+      TrainReport r = train(o, std::cout);
+      std::printf("trained steps %lld..%lld in %.2f s (%.0f tokens/s); final loss %.5f\n",
+                  static_cast<long long>(r.first_step), static_cast<long long>(r.last_step),
+                  r.seconds, r.tokens_per_second, r.losses.empty() ? 0.0 : r.losses.back());
+      return kOk;
+    };
+  });
+}
+
+void register_gen_copy(CLI::App& app, Runner& run) {
+  struct Args {
+    std::string out;
+    CopyTaskOptions o;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("gen-copy",
+                                     "Generate the copy task: random strings of Chinese "
+                                     "characters, held-out split disjoint from training");
+  sub->add_option("--out", a->out, "directory for train.tsv, valid.tsv, vocab.txt")->required();
+  sub->add_option("--train", a->o.n_train, "training strings")->capture_default_str();
+  sub->add_option("--valid", a->o.n_valid, "held-out strings (never in training)")
+      ->capture_default_str();
+  sub->add_option("--min-len", a->o.min_len, "shortest string")->capture_default_str();
+  sub->add_option("--max-len", a->o.max_len, "longest string")->capture_default_str();
+  sub->add_option("--seed", a->o.seed, "random seed")->capture_default_str();
+  sub->callback([&run, a] {
+    run = [a] {
+      CopyTask t = generate_copy_task(a->o);
+      write_copy_task(a->out, t, a->o.alphabet);
+      std::printf(
+          "wrote %zu training and %zu held-out strings to %s/{train,valid}.tsv and vocab.txt\n",
+          t.train.size(), t.valid.size(), a->out.c_str());
+      return kOk;
+    };
+  });
+}
+
+void register_export(CLI::App& app, Runner& run) {
+  struct Args {
+    std::string model, out;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("export",
+                                     "Write a checkpoint's weights as safetensors plus config.json "
+                                     "and vocab.txt (readable by numpy/PyTorch)");
+  sub->add_option("--model", a->model, "checkpoint.bin written by seqtape train")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--out", a->out, "output directory")->required();
+  sub->callback([&run, a] {
+    run = [a] {
+      Checkpoint c = load_checkpoint(a->model);
+      std::filesystem::create_directories(a->out);
+      const auto dir = std::filesystem::path(a->out);
+      write_safetensors((dir / "model.safetensors").string(), c.params,
+                        {{"format", "seqtape"},
+                         {"linear_layout", "[in, out]: y = x @ W + b"},
+                         {"step", std::to_string(c.step)}});
+      std::ofstream(dir / "config.json") << nlohmann::json::parse(c.config_json).dump(2) << "\n";
+      std::ofstream v(dir / "vocab.txt");
+      for (const auto& t : c.vocab) v << t << "\n";
+      std::printf("wrote %zu tensors to %s, with config.json and vocab.txt\n", c.params.size(),
+                  (dir / "model.safetensors").string().c_str());
+      return kOk;
+    };
+  });
+}
+
+}  // namespace seqtape::cli

@@ -1,0 +1,26 @@
+#pragma once
+// The `seqtape` subcommands. Each registers itself on the app and runs when selected.
+// Exit codes (documented in the README): 0 success, 1 a check failed (gradcheck, verify),
+// 2 usage error (bad flags), 3 data error (a file or input the user gave is wrong),
+// 4 internal error.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace seqtape::cli {
+
+enum Exit { kOk = 0, kCheckFailed = 1, kUsage = 2, kDataError = 3, kInternal = 4 };
+
+// A usage error found after parsing (e.g. a flag value out of range).
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Each register_* adds a subcommand and stores the function that runs it in `run`.
+using Runner = std::function<int()>;
+void register_gradcheck(CLI::App& app, Runner& run);
+void register_train(CLI::App& app, Runner& run);
+void register_gen_copy(CLI::App& app, Runner& run);
+void register_export(CLI::App& app, Runner& run);
+
+}  // namespace seqtape::cli

@@ -1,0 +1,158 @@
+#include "train/optim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace seqtape {
+
+OptimizerKind parse_optimizer(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::Sgd;
+  if (name == "momentum") return OptimizerKind::Momentum;
+  if (name == "adam") return OptimizerKind::Adam;
+  if (name == "adamw") return OptimizerKind::AdamW;
+  fail("optimizer", "unknown optimizer '" + name + "' (known: sgd, momentum, adam, adamw)");
+}
+
+std::string optimizer_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::Sgd:
+      return "sgd";
+    case OptimizerKind::Momentum:
+      return "momentum";
+    case OptimizerKind::Adam:
+      return "adam";
+    case OptimizerKind::AdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+Optimizer::Optimizer(NamedParams params, OptimizerConfig cfg)
+    : params_(std::move(params)), cfg_(cfg) {
+  for (auto& [name, p] : params_) {
+    (void)name;
+    if (cfg_.kind != OptimizerKind::Sgd) m_.push_back(Tensor::zeros_like(p.value()));
+    if (cfg_.kind == OptimizerKind::Adam || cfg_.kind == OptimizerKind::AdamW)
+      v_.push_back(Tensor::zeros_like(p.value()));
+  }
+}
+
+void Optimizer::step(double lr) {
+  ++t_;
+  const double bc1 = 1 - std::pow(cfg_.beta1, static_cast<double>(t_));
+  const double bc2 = 1 - std::pow(cfg_.beta2, static_cast<double>(t_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Var& p = params_[i].second;
+    if (!p.requires_grad() || !p.has_grad()) continue;
+    dispatch(p.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* w = p.mutable_value().template data<T>();
+      const T* g = p.grad().template data<T>();
+      const int64_t n = p.numel();
+      const T l2 = cfg_.kind == OptimizerKind::AdamW ? T(0) : static_cast<T>(cfg_.weight_decay);
+      switch (cfg_.kind) {
+        case OptimizerKind::Sgd:  // W ← W − η·∂L/∂W (the reference's update)
+          for (int64_t j = 0; j < n; ++j) w[j] -= static_cast<T>(lr) * (g[j] + l2 * w[j]);
+          break;
+        case OptimizerKind::Momentum: {  // u ← μ·u + g;  W ← W − η·u
+          T* u = m_[i].template data<T>();
+          for (int64_t j = 0; j < n; ++j) {
+            u[j] = static_cast<T>(cfg_.momentum) * u[j] + g[j] + l2 * w[j];
+            w[j] -= static_cast<T>(lr) * u[j];
+          }
+          break;
+        }
+        case OptimizerKind::Adam:
+        case OptimizerKind::AdamW: {  // bias-corrected moments; AdamW decays W directly
+          T* m = m_[i].template data<T>();
+          T* v = v_[i].template data<T>();
+          const T b1 = static_cast<T>(cfg_.beta1), b2 = static_cast<T>(cfg_.beta2);
+          const T step = static_cast<T>(lr / bc1), denom_c = static_cast<T>(1 / std::sqrt(bc2));
+          const T decay =
+              cfg_.kind == OptimizerKind::AdamW ? static_cast<T>(lr * cfg_.weight_decay) : T(0);
+          for (int64_t j = 0; j < n; ++j) {
+            T gj = g[j] + l2 * w[j];
+            m[j] = b1 * m[j] + (1 - b1) * gj;
+            v[j] = b2 * v[j] + (1 - b2) * gj * gj;
+            w[j] -= decay * w[j];
+            w[j] -= step * m[j] / (std::sqrt(v[j]) * denom_c + static_cast<T>(cfg_.eps));
+          }
+          break;
+        }
+      }
+    });
+  }
+}
+
+std::vector<NamedTensor> Optimizer::state() const {
+  std::vector<NamedTensor> s;
+  const bool adam = cfg_.kind == OptimizerKind::Adam || cfg_.kind == OptimizerKind::AdamW;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!m_.empty()) s.push_back({params_[i].first + (adam ? ".m" : ".momentum"), m_[i]});
+    if (adam) s.push_back({params_[i].first + ".v", v_[i]});
+  }
+  return s;
+}
+
+void Optimizer::load_state(const std::vector<NamedTensor>& state, int64_t steps) {
+  std::vector<NamedTensor> want = this->state();
+  if (state.size() != want.size())
+    fail("optimizer state", "has " + std::to_string(state.size()) + " tensors, " +
+                                optimizer_name(cfg_.kind) + " over this model needs " +
+                                std::to_string(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (state[i].name != want[i].name || state[i].value.shape() != want[i].value.shape() ||
+        state[i].value.dtype() != want[i].value.dtype())
+      fail("optimizer state", "tensor '" + state[i].name + "' " +
+                                  shape_str(state[i].value.shape()) + " does not match '" +
+                                  want[i].name + "' " + shape_str(want[i].value.shape()));
+  }
+  // state() returned the live buffers: copy into them.
+  for (size_t i = 0; i < want.size(); ++i)
+    std::memcpy(want[i].value.raw(), state[i].value.raw(), want[i].value.nbytes());
+  t_ = steps;
+}
+
+double LrSchedule::at(int64_t step) const {
+  if (kind == Kind::Constant || warmup <= 0) return lr;
+  const double s = static_cast<double>(std::max<int64_t>(step, 1));
+  const double w = static_cast<double>(warmup);
+  return lr * std::min(s / w, std::sqrt(w / s));
+}
+
+double grad_global_norm(const NamedParams& params) {
+  double sq = 0;
+  for (const auto& [name, p] : params) {
+    if (!p.has_grad()) continue;
+    double local = 0;
+    dispatch(p.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* g = p.grad().template data<T>();
+      for (int64_t j = 0, n = p.numel(); j < n; ++j) local += static_cast<double>(g[j]) * g[j];
+    });
+    if (!std::isfinite(local)) fail("gradient", "non-finite gradient in parameter '" + name + "'");
+    sq += local;
+  }
+  return std::sqrt(sq);
+}
+
+double clip_grad_norm(const NamedParams& params, double max_norm) {
+  if (!(max_norm > 0)) fail("clip_grad_norm", "max_norm must be > 0");
+  const double norm = grad_global_norm(params);
+  if (!std::isfinite(norm)) fail("clip_grad_norm", "global gradient norm is not finite");
+  if (norm <= max_norm) return norm;
+  const double scale = max_norm / (norm + 1e-12);
+  for (const auto& [name, p] : params) {
+    if (!p.has_grad()) continue;
+    Tensor g = p.grad();  // shares the gradient's storage
+    dispatch(g.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* d = g.template data<T>();
+      for (int64_t j = 0, n = g.numel(); j < n; ++j) d[j] *= static_cast<T>(scale);
+    });
+  }
+  return norm;
+}
+
+}  // namespace seqtape

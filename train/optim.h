@@ -1,0 +1,66 @@
+#pragma once
+// Optimizers, learning-rate schedules and gradient clipping over named parameters.
+// They read each parameter's gradient and update its value in place; the tape is not
+// involved. Optimizer state is exported as named tensors ("<param>.m", "<param>.v",
+// "<param>.momentum") so checkpoints can store and validate it.
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tape.h"
+#include "train/checkpoint.h"
+
+namespace seqtape {
+
+using NamedParams = std::vector<std::pair<std::string, Var>>;
+
+enum class OptimizerKind { Sgd, Momentum, Adam, AdamW };
+OptimizerKind parse_optimizer(const std::string& name);  // "sgd" | "momentum" | "adam" | "adamw"
+std::string optimizer_name(OptimizerKind k);
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::Adam;
+  double momentum = 0.9;                         // Momentum
+  double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;  // Adam(W)
+  double weight_decay = 0.0;  // AdamW: decoupled; others: ignored unless > 0 (L2 added to grad)
+};
+
+class Optimizer {
+ public:
+  Optimizer(NamedParams params, OptimizerConfig cfg);
+  // One update with learning rate lr, from the gradients now held by the parameters.
+  // Parameters without a gradient (frozen, or unused this step) are left alone.
+  void step(double lr);
+  int64_t steps() const { return t_; }
+  const OptimizerConfig& config() const { return cfg_; }
+
+  std::vector<NamedTensor> state() const;
+  // Restores state(); every tensor must match a parameter's name and shape.
+  void load_state(const std::vector<NamedTensor>& state, int64_t steps);
+
+ private:
+  NamedParams params_;
+  OptimizerConfig cfg_;
+  std::vector<Tensor> m_, v_;  // first moment / momentum buffer, second moment
+  int64_t t_ = 0;
+};
+
+// Learning rate at a step (1-based): constant, or linear warmup then inverse square root
+// decay (the Transformer schedule, peaking at `lr` after `warmup` steps).
+struct LrSchedule {
+  enum class Kind { Constant, WarmupInvSqrt } kind = Kind::Constant;
+  double lr = 1e-3;
+  int64_t warmup = 0;
+  double at(int64_t step) const;
+};
+
+// Global L2 norm of all gradients. Throws an Error naming the first parameter with a
+// non-finite gradient.
+double grad_global_norm(const NamedParams& params);
+// Scales every gradient so the global norm is at most max_norm; returns the norm before.
+// A non-finite norm is an error, never a silent skip.
+double clip_grad_norm(const NamedParams& params, double max_norm);
+
+}  // namespace seqtape

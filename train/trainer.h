@@ -1,0 +1,87 @@
+#pragma once
+// The training loop: data → batches → teacher-forced forward → cross-entropy → backward →
+// clip → optimizer step, with checkpoints, metrics and validation. Used by `seqtape train`
+// and by the tests.
+//
+// Files written in the output directory:
+//   checkpoint.bin   the latest good checkpoint (atomic replace; see train/checkpoint.h)
+//   metrics.csv      one row per logged step and per evaluation
+//   loss.svg         the training and validation loss curves
+//   config.json      the model configuration; vocab.txt the vocabulary
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "nn/config.h"
+#include "nn/transformer.h"
+#include "train/dataset.h"
+#include "train/optim.h"
+#include "train/tokenizer.h"
+
+namespace seqtape {
+
+struct TrainOptions {
+  std::string data;        // TSV of source<TAB>target
+  std::string valid_data;  // optional TSV; otherwise held out of `data`
+  std::string vocab;       // optional vocabulary file; otherwise built from the data
+  std::string out_dir;
+  ModelConfig model;  // vocab_size is filled from the vocabulary
+  int64_t steps = 0;  // 0: derived from epochs
+  double epochs = 0;
+  int64_t batch = 32;
+  OptimizerConfig optim;
+  LrSchedule schedule;
+  double clip = 1.0;  // max global gradient norm; 0 disables clipping
+  double label_smoothing = 0.0;
+  uint64_t seed = 1;
+  int threads = 0;              // OpenBLAS threads; 0 keeps the library's default
+  double valid_fraction = 0.1;  // held out when no valid_data is given ...
+  int64_t valid_max = 500;      // ... at most this many examples
+  int64_t log_every = 50;
+  int64_t eval_every = 0;  // 0: evaluate at the end only
+  int64_t save_every = 500;
+  int64_t eval_max = 500;  // examples decoded for exact match
+  bool resume = false;
+  int progress = -1;     // -1: a progress bar when stderr is a terminal; 0 off; 1 on
+  bool anomaly = false;  // name the first op whose result went non-finite
+  // Test hook: called after each step's loss is known, before backward (may poison data).
+  std::function<void(int64_t step, TransformerModel&)> before_backward;
+};
+
+struct EvalResult {
+  double loss = 0;         // teacher-forced cross-entropy per label token
+  double exact_match = 0;  // fraction of greedy decodes equal to the target
+  int64_t examples = 0;
+};
+
+struct TrainReport {
+  int64_t first_step = 0, last_step = 0;
+  std::vector<double> losses;  // one per step run by this call
+  double seconds = 0;
+  double tokens_per_second = 0;
+  EvalResult valid;
+  bool valid_is_train = false;  // too little data to hold any out
+  std::string checkpoint;
+};
+
+TrainReport train(const TrainOptions& opt, std::ostream& log);
+
+// Shared by training, evaluation and the CLI.
+std::unique_ptr<TransformerModel> make_model(const ModelConfig& cfg, DType dtype = DType::F32);
+Var batch_logits(TransformerModel& model, const Batch& b, Rng& rng);  // [B, T, V]
+
+// Greedy decoding without a cache, recomputing the whole prefix each step on the training
+// model (no tape): the reference the inference module is checked against, and the
+// evaluator of exact match during training. Returns the generated ids without <bos>,
+// ending before <eos>.
+std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const Vocab& vocab,
+                                                  const std::vector<std::vector<int32_t>>& prompts,
+                                                  int64_t max_new);
+
+EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vector<TextPair>& data,
+                    int64_t batch, int64_t eval_max);
+
+}  // namespace seqtape
