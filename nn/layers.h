@@ -22,6 +22,7 @@
 
 #include "nn/config.h"
 #include "nn/module.h"
+#include "nn/sinusoidal.h"
 
 namespace seqtape {
 
@@ -60,10 +61,6 @@ class Embedding : public Module {
  private:
   Var weight_;
 };
-
-// PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d)) → [positions, d].
-// infer/ uses the same table so training and decoding add identical numbers.
-Tensor sinusoidal_table(int positions, int d, double base, DType dtype);
 
 class PositionalEncoding : public Module {
  public:

@@ -1,0 +1,15 @@
+#pragma once
+// The sinusoidal positional-encoding table, shared by nn/ (training) and infer/ (decoding);
+// it needs no tape.
+//
+// Dimension key: P positions, C d_model.
+
+#include "autograd/tensor.h"
+
+namespace seqtape {
+
+// PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d)) → [positions, d].
+// infer/ uses the same table so training and decoding add identical numbers.
+Tensor sinusoidal_table(int positions, int d, double base, DType dtype);
+
+}  // namespace seqtape
