@@ -32,8 +32,9 @@ GradcheckResult gradcheck(const GradFn& f, const std::vector<Tensor>& inputs,
         row.emplace_back();
         continue;
       }
-      row.push_back(vars[k].has_grad() ? vars[k].grad().to_vector()
-                                       : std::vector<double>(static_cast<size_t>(vars[k].numel()), 0.0));
+      row.push_back(vars[k].has_grad()
+                        ? vars[k].grad().to_vector()
+                        : std::vector<double>(static_cast<size_t>(vars[k].numel()), 0.0));
     }
   }
   tape.clear();

@@ -10,7 +10,9 @@
 namespace seqtape::kernels {
 
 namespace {
-CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
+CBLAS_TRANSPOSE tr(bool t) {
+  return t ? CblasTrans : CblasNoTrans;
+}
 }  // namespace
 
 template <>
@@ -45,14 +47,14 @@ template <>
 void vec_mat<float>(int64_t k, int64_t n, float alpha, const float* x, const float* w, float beta,
                     float* y) {
   // x·W = Wᵀ·x with W row-major [K,N].
-  cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(n), alpha,
-              w, static_cast<blasint>(n), x, 1, beta, y, 1);
+  cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(n), alpha, w,
+              static_cast<blasint>(n), x, 1, beta, y, 1);
 }
 template <>
 void vec_mat<double>(int64_t k, int64_t n, double alpha, const double* x, const double* w,
                      double beta, double* y) {
-  cblas_dgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(n), alpha,
-              w, static_cast<blasint>(n), x, 1, beta, y, 1);
+  cblas_dgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(n), alpha, w,
+              static_cast<blasint>(n), x, 1, beta, y, 1);
 }
 
 template <typename T>
@@ -137,12 +139,12 @@ void activate(const T* x, T* y, int64_t n, Act act) {
   }
 }
 
-#define SEQTAPE_INSTANTIATE(T)                                                               \
-  template void softmax_rows<T>(const T*, T*, int64_t, int64_t);                             \
-  template void log_softmax_rows<T>(const T*, T*, int64_t, int64_t);                         \
+#define SEQTAPE_INSTANTIATE(T)                                                                 \
+  template void softmax_rows<T>(const T*, T*, int64_t, int64_t);                               \
+  template void log_softmax_rows<T>(const T*, T*, int64_t, int64_t);                           \
   template void layer_norm_rows<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, \
-                                   double);                                                  \
-  template void add_row_bias<T>(T*, const T*, int64_t, int64_t);                             \
+                                   double);                                                    \
+  template void add_row_bias<T>(T*, const T*, int64_t, int64_t);                               \
   template void activate<T>(const T*, T*, int64_t, Act);
 SEQTAPE_INSTANTIATE(float)
 SEQTAPE_INSTANTIATE(double)
@@ -152,8 +154,12 @@ std::string blas_core_name() {
   const char* n = openblas_get_corename();
   return n ? std::string(n) : std::string("unknown");
 }
-int blas_num_threads() { return openblas_get_num_threads(); }
-void blas_set_num_threads(int n) { openblas_set_num_threads(n); }
+int blas_num_threads() {
+  return openblas_get_num_threads();
+}
+void blas_set_num_threads(int n) {
+  openblas_set_num_threads(n);
+}
 
 bool blas_core_is_generic_on_modern_cpu() {
   std::string core = blas_core_name();

@@ -53,7 +53,8 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
                                      {{1, 1}, {1, 1}, false, false}}) {
     std::string cs = shapes({m.a, m.b}) + (m.ta ? " ta" : "") + (m.tb ? " tb" : "");
     bool ta = m.ta, tb = m.tb;
-    add_case("matmul", cs, [ta, tb](const std::vector<Var>& v) { return matmul(v[0], v[1], ta, tb); },
+    add_case("matmul", cs,
+             [ta, tb](const std::vector<Var>& v) { return matmul(v[0], v[1], ta, tb); },
              {rand_t(rng, m.a), rand_t(rng, m.b)});
   }
 
@@ -61,60 +62,104 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
   struct Bin {
     Shape a, b;
   };
-  const std::vector<Bin> bins = {{{3, 4}, {3, 4}}, {{2, 3, 4}, {4}}, {{3, 1}, {1, 4}}, {{2, 1, 3}, {2, 4, 1}}, {{}, {2, 3}}};
+  const std::vector<Bin> bins = {
+      {{3, 4}, {3, 4}}, {{2, 3, 4}, {4}}, {{3, 1}, {1, 4}}, {{2, 1, 3}, {2, 4, 1}}, {{}, {2, 3}}};
   for (const Bin& b : bins) {
     std::string cs = shapes({b.a, b.b});
-    add_case("add", cs, [](const std::vector<Var>& v) { return add(v[0], v[1]); }, {rand_t(rng, b.a), rand_t(rng, b.b)});
-    add_case("sub", cs, [](const std::vector<Var>& v) { return sub(v[0], v[1]); }, {rand_t(rng, b.a), rand_t(rng, b.b)});
-    add_case("mul", cs, [](const std::vector<Var>& v) { return mul(v[0], v[1]); }, {rand_t(rng, b.a), rand_t(rng, b.b)});
+    add_case("add", cs, [](const std::vector<Var>& v) { return add(v[0], v[1]); },
+             {rand_t(rng, b.a), rand_t(rng, b.b)});
+    add_case("sub", cs, [](const std::vector<Var>& v) { return sub(v[0], v[1]); },
+             {rand_t(rng, b.a), rand_t(rng, b.b)});
+    add_case("mul", cs, [](const std::vector<Var>& v) { return mul(v[0], v[1]); },
+             {rand_t(rng, b.a), rand_t(rng, b.b)});
     add_case("div", cs, [](const std::vector<Var>& v) { return div(v[0], v[1]); },
              {rand_t(rng, b.a), rand_t(rng, b.b, 0.5, 2.0)});
   }
-  add_case("add_scalar", "[3,4] + 0.7", [](const std::vector<Var>& v) { return add(v[0], 0.7); }, {rand_t(rng, {3, 4})});
-  add_case("mul_scalar", "[3,4] * -1.3", [](const std::vector<Var>& v) { return mul(v[0], -1.3); }, {rand_t(rng, {3, 4})});
-  add_case("rsub_scalar", "2 - [5]", [](const std::vector<Var>& v) { return rsub(2.0, v[0]); }, {rand_t(rng, {5})});
-  add_case("add", "a + a (same value twice)", [](const std::vector<Var>& v) { return add(v[0], v[0]); }, {rand_t(rng, {2, 3})});
+  add_case("add_scalar", "[3,4] + 0.7", [](const std::vector<Var>& v) { return add(v[0], 0.7); },
+           {rand_t(rng, {3, 4})});
+  add_case("mul_scalar", "[3,4] * -1.3", [](const std::vector<Var>& v) { return mul(v[0], -1.3); },
+           {rand_t(rng, {3, 4})});
+  add_case("rsub_scalar", "2 - [5]", [](const std::vector<Var>& v) { return rsub(2.0, v[0]); },
+           {rand_t(rng, {5})});
+  add_case("add", "a + a (same value twice)",
+           [](const std::vector<Var>& v) { return add(v[0], v[0]); }, {rand_t(rng, {2, 3})});
 
   // unary
   for (Shape s : {Shape{7}, Shape{2, 3, 4}}) {
     std::string cs = shape_str(s);
     add_case("neg", cs, [](const std::vector<Var>& v) { return neg(v[0]); }, {rand_t(rng, s)});
-    add_case("exp", cs, [](const std::vector<Var>& v) { return exp(v[0]); }, {rand_t(rng, s, -2, 2)});
-    add_case("log", cs, [](const std::vector<Var>& v) { return log(v[0]); }, {rand_t(rng, s, 0.3, 3)});
-    add_case("sqrt", cs, [](const std::vector<Var>& v) { return sqrt(v[0]); }, {rand_t(rng, s, 0.3, 3)});
-    add_case("tanh", cs, [](const std::vector<Var>& v) { return tanh(v[0]); }, {rand_t(rng, s, -2, 2)});
-    add_case("relu", cs, [](const std::vector<Var>& v) { return relu(v[0]); }, {rand_t(rng, s, -1, 1, 0.05)});
-    add_case("gelu", cs, [](const std::vector<Var>& v) { return gelu(v[0]); }, {rand_t(rng, s, -3, 3)});
+    add_case("exp", cs, [](const std::vector<Var>& v) { return exp(v[0]); },
+             {rand_t(rng, s, -2, 2)});
+    add_case("log", cs, [](const std::vector<Var>& v) { return log(v[0]); },
+             {rand_t(rng, s, 0.3, 3)});
+    add_case("sqrt", cs, [](const std::vector<Var>& v) { return sqrt(v[0]); },
+             {rand_t(rng, s, 0.3, 3)});
+    add_case("tanh", cs, [](const std::vector<Var>& v) { return tanh(v[0]); },
+             {rand_t(rng, s, -2, 2)});
+    add_case("relu", cs, [](const std::vector<Var>& v) { return relu(v[0]); },
+             {rand_t(rng, s, -1, 1, 0.05)});
+    add_case("gelu", cs, [](const std::vector<Var>& v) { return gelu(v[0]); },
+             {rand_t(rng, s, -3, 3)});
   }
 
   // reductions
-  add_case("sum", "[3,4] all", [](const std::vector<Var>& v) { return sum(v[0]); }, {rand_t(rng, {3, 4})});
-  add_case("sum", "[2,3,4] axis 1", [](const std::vector<Var>& v) { return sum(v[0], 1); }, {rand_t(rng, {2, 3, 4})});
-  add_case("sum", "[2,3,4] axis -1 keepdim", [](const std::vector<Var>& v) { return sum(v[0], -1, true); }, {rand_t(rng, {2, 3, 4})});
-  add_case("mean", "[3,4] all", [](const std::vector<Var>& v) { return mean(v[0]); }, {rand_t(rng, {3, 4})});
-  add_case("mean", "[2,3,4] axis 0", [](const std::vector<Var>& v) { return mean(v[0], 0); }, {rand_t(rng, {2, 3, 4})});
+  add_case("sum", "[3,4] all", [](const std::vector<Var>& v) { return sum(v[0]); },
+           {rand_t(rng, {3, 4})});
+  add_case("sum", "[2,3,4] axis 1", [](const std::vector<Var>& v) { return sum(v[0], 1); },
+           {rand_t(rng, {2, 3, 4})});
+  add_case("sum", "[2,3,4] axis -1 keepdim",
+           [](const std::vector<Var>& v) { return sum(v[0], -1, true); }, {rand_t(rng, {2, 3, 4})});
+  add_case("mean", "[3,4] all", [](const std::vector<Var>& v) { return mean(v[0]); },
+           {rand_t(rng, {3, 4})});
+  add_case("mean", "[2,3,4] axis 0", [](const std::vector<Var>& v) { return mean(v[0], 0); },
+           {rand_t(rng, {2, 3, 4})});
 
   // shape
-  add_case("reshape", "[2,3,4] -> [6,-1]", [](const std::vector<Var>& v) { return reshape(v[0], {6, -1}); }, {rand_t(rng, {2, 3, 4})});
-  add_case("transpose", "[2,3,4] (0,2)", [](const std::vector<Var>& v) { return transpose(v[0], 0, 2); }, {rand_t(rng, {2, 3, 4})});
-  add_case("permute", "[2,3,4,2] (0,2,1,3)", [](const std::vector<Var>& v) { return permute(v[0], {0, 2, 1, 3}); }, {rand_t(rng, {2, 3, 4, 2})});
+  add_case("reshape", "[2,3,4] -> [6,-1]",
+           [](const std::vector<Var>& v) {
+             return reshape(v[0], {6, -1});
+           },
+           {rand_t(rng, {2, 3, 4})});
+  add_case("transpose", "[2,3,4] (0,2)",
+           [](const std::vector<Var>& v) { return transpose(v[0], 0, 2); },
+           {rand_t(rng, {2, 3, 4})});
+  add_case("permute", "[2,3,4,2] (0,2,1,3)",
+           [](const std::vector<Var>& v) {
+             return permute(v[0], {0, 2, 1, 3});
+           },
+           {rand_t(rng, {2, 3, 4, 2})});
   add_case("concat", "[2,1,3] [2,2,3] [2,3,3] axis 1",
-           [](const std::vector<Var>& v) { return concat({v[0], v[1], v[2]}, 1); },
+           [](const std::vector<Var>& v) {
+             return concat({v[0], v[1], v[2]}, 1);
+           },
            {rand_t(rng, {2, 1, 3}), rand_t(rng, {2, 2, 3}), rand_t(rng, {2, 3, 3})});
-  add_case("concat", "[3] [2] axis 0", [](const std::vector<Var>& v) { return concat({v[0], v[1]}, 0); },
+  add_case("concat", "[3] [2] axis 0",
+           [](const std::vector<Var>& v) {
+             return concat({v[0], v[1]}, 0);
+           },
            {rand_t(rng, {3}), rand_t(rng, {2})});
-  add_case("slice", "[2,5,3] axis 1 [1,4)", [](const std::vector<Var>& v) { return slice(v[0], 1, 1, 4); }, {rand_t(rng, {2, 5, 3})});
-  add_case("slice", "[6] axis 0 [0,2)", [](const std::vector<Var>& v) { return slice(v[0], 0, 0, 2); }, {rand_t(rng, {6})});
+  add_case("slice", "[2,5,3] axis 1 [1,4)",
+           [](const std::vector<Var>& v) { return slice(v[0], 1, 1, 4); },
+           {rand_t(rng, {2, 5, 3})});
+  add_case("slice", "[6] axis 0 [0,2)",
+           [](const std::vector<Var>& v) { return slice(v[0], 0, 0, 2); }, {rand_t(rng, {6})});
 
   // embedding with repeated ids (天 appears twice in 今天天气很好)
   add_case("embedding", "W[10,4] ids [3,4,4,5,6,7,2]",
-           [](const std::vector<Var>& v) { return embedding(v[0], {3, 4, 4, 5, 6, 7, 2}, {7}); }, {rand_t(rng, {10, 4})});
+           [](const std::vector<Var>& v) {
+             return embedding(v[0], {3, 4, 4, 5, 6, 7, 2}, {7});
+           },
+           {rand_t(rng, {10, 4})});
   add_case("embedding", "W[5,3] ids [2,3]",
-           [](const std::vector<Var>& v) { return embedding(v[0], {0, 2, 2, 4, 1, 2}, {2, 3}); }, {rand_t(rng, {5, 3})});
+           [](const std::vector<Var>& v) {
+             return embedding(v[0], {0, 2, 2, 4, 1, 2}, {2, 3});
+           },
+           {rand_t(rng, {5, 3})});
 
   // masks
   add_case("masked_fill", "[2,4,4] causal -> -5",
-           [](const std::vector<Var>& v) { return masked_fill(v[0], Mask::causal(4), -5.0); }, {rand_t(rng, {2, 4, 4})});
+           [](const std::vector<Var>& v) { return masked_fill(v[0], Mask::causal(4), -5.0); },
+           {rand_t(rng, {2, 4, 4})});
   add_case("masked_fill", "[2,3,4] key padding [2,1,4]",
            [](const std::vector<Var>& v) {
              return masked_fill(v[0], Mask({2, 1, 4}, {0, 0, 0, 1, 0, 0, 1, 1}), 0.0);
@@ -122,15 +167,18 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
            {rand_t(rng, {2, 3, 4})});
 
   // probabilities and normalization
-  add_case("softmax", "[3,5]", [](const std::vector<Var>& v) { return softmax(v[0]); }, {rand_t(rng, {3, 5}, -2, 2)});
-  add_case("softmax", "[2,2,3,4]", [](const std::vector<Var>& v) { return softmax(v[0]); }, {rand_t(rng, {2, 2, 3, 4}, -2, 2)});
+  add_case("softmax", "[3,5]", [](const std::vector<Var>& v) { return softmax(v[0]); },
+           {rand_t(rng, {3, 5}, -2, 2)});
+  add_case("softmax", "[2,2,3,4]", [](const std::vector<Var>& v) { return softmax(v[0]); },
+           {rand_t(rng, {2, 2, 3, 4}, -2, 2)});
   add_case("softmax", "[3,4] masked -inf, one row fully masked",
            [](const std::vector<Var>& v) {
              Mask m({3, 4}, {0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0});
              return softmax(masked_fill(v[0], m, -std::numeric_limits<double>::infinity()));
            },
            {rand_t(rng, {3, 4})});
-  add_case("log_softmax", "[2,3,4]", [](const std::vector<Var>& v) { return log_softmax(v[0]); }, {rand_t(rng, {2, 3, 4}, -2, 2)});
+  add_case("log_softmax", "[2,3,4]", [](const std::vector<Var>& v) { return log_softmax(v[0]); },
+           {rand_t(rng, {2, 3, 4}, -2, 2)});
   add_case("layer_norm", "[4,6] γ[6] β[6]",
            [](const std::vector<Var>& v) { return layer_norm(v[0], v[1], v[2]); },
            {rand_t(rng, {4, 6}, -2, 2), rand_t(rng, {6}, 0.5, 1.5), rand_t(rng, {6})});
@@ -146,10 +194,14 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
 
   // loss
   add_case("cross_entropy", "[6,5] targets",
-           [](const std::vector<Var>& v) { return cross_entropy(v[0], {0, 4, 2, 2, 1, 3}); },
+           [](const std::vector<Var>& v) {
+             return cross_entropy(v[0], {0, 4, 2, 2, 1, 3});
+           },
            {rand_t(rng, {6, 5}, -2, 2)});
   add_case("cross_entropy", "[2,3,5] with ignore_index",
-           [](const std::vector<Var>& v) { return cross_entropy(v[0], {1, -100, 4, 0, -100, -100}); },
+           [](const std::vector<Var>& v) {
+             return cross_entropy(v[0], {1, -100, 4, 0, -100, -100});
+           },
            {rand_t(rng, {2, 3, 5}, -2, 2)});
   add_case("cross_entropy", "[4,6] label smoothing 0.1",
            [](const std::vector<Var>& v) {
@@ -159,14 +211,17 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
            },
            {rand_t(rng, {4, 6}, -2, 2)});
   add_case("cross_entropy", "[3,4] all targets ignored",
-           [](const std::vector<Var>& v) { return cross_entropy(v[0], {-100, -100, -100}); },
+           [](const std::vector<Var>& v) {
+             return cross_entropy(v[0], {-100, -100, -100});
+           },
            {rand_t(rng, {3, 4})});
 
   // a composite: masked scaled dot-product attention, as the models use it
   add_case("attention", "q[2,3,4] k[2,3,4] v[2,3,4] causal",
            [](const std::vector<Var>& v) {
              Var s = matmul(v[0], v[1], false, true) * 0.5;  // [2,3,3]
-             Var p = softmax(masked_fill(s, Mask::causal(3), -std::numeric_limits<double>::infinity()));
+             Var p =
+                 softmax(masked_fill(s, Mask::causal(3), -std::numeric_limits<double>::infinity()));
              return matmul(p, v[2]);  // [2,3,4]
            },
            {rand_t(rng, {2, 3, 4}), rand_t(rng, {2, 3, 4}), rand_t(rng, {2, 3, 4})});

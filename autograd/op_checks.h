@@ -11,8 +11,8 @@
 namespace seqtape {
 
 struct OpCheck {
-  std::string op;      // the op under test
-  std::string case_;   // shapes and flags, for the report
+  std::string op;     // the op under test
+  std::string case_;  // shapes and flags, for the report
   GradFn fn;
   std::vector<Tensor> inputs;  // float64
 };

@@ -50,16 +50,36 @@ Var tanh(const Var& a);
 Var relu(const Var& a);
 Var gelu(const Var& a);  // exact: x·Φ(x)
 
-inline Var operator+(const Var& a, const Var& b) { return add(a, b); }
-inline Var operator-(const Var& a, const Var& b) { return sub(a, b); }
-inline Var operator*(const Var& a, const Var& b) { return mul(a, b); }
-inline Var operator/(const Var& a, const Var& b) { return div(a, b); }
-inline Var operator+(const Var& a, double s) { return add(a, s); }
-inline Var operator-(const Var& a, double s) { return add(a, -s); }
-inline Var operator*(const Var& a, double s) { return mul(a, s); }
-inline Var operator*(double s, const Var& a) { return mul(a, s); }
-inline Var operator/(const Var& a, double s) { return mul(a, 1.0 / s); }
-inline Var operator-(const Var& a) { return neg(a); }
+inline Var operator+(const Var& a, const Var& b) {
+  return add(a, b);
+}
+inline Var operator-(const Var& a, const Var& b) {
+  return sub(a, b);
+}
+inline Var operator*(const Var& a, const Var& b) {
+  return mul(a, b);
+}
+inline Var operator/(const Var& a, const Var& b) {
+  return div(a, b);
+}
+inline Var operator+(const Var& a, double s) {
+  return add(a, s);
+}
+inline Var operator-(const Var& a, double s) {
+  return add(a, -s);
+}
+inline Var operator*(const Var& a, double s) {
+  return mul(a, s);
+}
+inline Var operator*(double s, const Var& a) {
+  return mul(a, s);
+}
+inline Var operator/(const Var& a, double s) {
+  return mul(a, 1.0 / s);
+}
+inline Var operator-(const Var& a) {
+  return neg(a);
+}
 
 // ---- reductions -------------------------------------------------------------------------
 Var sum(const Var& a);                                  // all elements -> shape []

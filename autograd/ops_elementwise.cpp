@@ -45,8 +45,8 @@ Broadcast broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 }  // namespace detail
 
-using detail::broadcast_loop;
 using detail::Broadcast;
+using detail::broadcast_loop;
 using detail::make_result;
 using detail::wants_grad;
 
@@ -126,14 +126,14 @@ Var unary(const char* op, const Var& a, F f, DF df) {
 // d(a+b): da += g, db += g
 Var add(const Var& a, const Var& b) {
   return binary(
-      "add", a, b, [](auto x, auto y) { return x + y; },
-      [](auto g, auto, auto, auto) { return g; }, [](auto g, auto, auto, auto) { return g; });
+      "add", a, b, [](auto x, auto y) { return x + y; }, [](auto g, auto, auto, auto) { return g; },
+      [](auto g, auto, auto, auto) { return g; });
 }
 // d(a-b): da += g, db -= g
 Var sub(const Var& a, const Var& b) {
   return binary(
-      "sub", a, b, [](auto x, auto y) { return x - y; },
-      [](auto g, auto, auto, auto) { return g; }, [](auto g, auto, auto, auto) { return -g; });
+      "sub", a, b, [](auto x, auto y) { return x - y; }, [](auto g, auto, auto, auto) { return g; },
+      [](auto g, auto, auto, auto) { return -g; });
 }
 // d(a·b): da += g·b, db += g·a
 Var mul(const Var& a, const Var& b) {

@@ -31,7 +31,9 @@ MatmulPlan plan_matmul(const Var& a, const Var& b, bool ta, bool tb) {
   const int64_t ka = ta ? sa[na - 2] : sa[na - 1];
   const int64_t kb = tb ? sb[nb - 1] : sb[nb - 2];
   p.n = tb ? sb[nb - 2] : sb[nb - 1];
-  if (ka != kb) fail(op, "inner dimensions differ (" + std::to_string(ka) + " vs " + std::to_string(kb) + "): " + both());
+  if (ka != kb)
+    fail(op, "inner dimensions differ (" + std::to_string(ka) + " vs " + std::to_string(kb) +
+                 "): " + both());
   p.k = ka;
   Shape lead(sa.begin(), sa.end() - 2);
   if (nb == 2) {
@@ -86,8 +88,8 @@ Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
     const T* pb = b.value().data<T>();
     T* pc = out.data<T>();
     for (int64_t i = 0; i < gemms; ++i)
-      kernels::gemm<T>(ta, tb, m, p.n, p.k, T(1), pa + i * a_step, ta ? p.m : p.k,
-                       pb + i * b_step, tb ? p.k : p.n, T(0), pc + i * c_step, p.n);
+      kernels::gemm<T>(ta, tb, m, p.n, p.k, T(1), pa + i * a_step, ta ? p.m : p.k, pb + i * b_step,
+                       tb ? p.k : p.n, T(0), pc + i * c_step, p.n);
   });
   const bool grad = detail::wants_grad({&a, &b});
   return detail::make_result(

@@ -25,13 +25,14 @@ Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& i
   if (weight.ndim() != 2)
     fail("embedding", "weight must be [V, C], got " + shape_str(weight.shape()));
   if (shape_numel(ids_shape) != static_cast<int64_t>(ids.size()))
-    fail("embedding", std::to_string(ids.size()) + " ids do not fill shape " + shape_str(ids_shape));
+    fail("embedding",
+         std::to_string(ids.size()) + " ids do not fill shape " + shape_str(ids_shape));
   const int64_t v = weight.dim(0), c = weight.dim(1);
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= v)
       fail("embedding", "id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
-                            " is outside the vocabulary [0, " + std::to_string(v) +
-                            ") of weight " + shape_str(weight.shape()));
+                            " is outside the vocabulary [0, " + std::to_string(v) + ") of weight " +
+                            shape_str(weight.shape()));
   Shape os = ids_shape;
   os.push_back(c);
   Tensor out = Tensor::empty(os, weight.dtype());  // [..., C]
@@ -64,8 +65,8 @@ Var masked_fill(const Var& a, const Mask& mask, double value) {
     fail("masked_fill", "mask data does not fill its shape " + shape_str(mask.shape));
   detail::Broadcast bc = detail::broadcast_shapes(a.shape(), mask.shape, "masked_fill");
   if (bc.out != a.shape())
-    fail("masked_fill", "mask " + shape_str(mask.shape) + " does not broadcast to " +
-                            shape_str(a.shape()));
+    fail("masked_fill",
+         "mask " + shape_str(mask.shape) + " does not broadcast to " + shape_str(a.shape()));
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -208,7 +209,8 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
 
 Var dropout(const Var& a, double p, bool training, Rng& rng) {
   detail::check_defined(a, "dropout");
-  if (!(p >= 0.0 && p < 1.0)) fail("dropout", "probability " + std::to_string(p) + " is not in [0, 1)");
+  if (!(p >= 0.0 && p < 1.0))
+    fail("dropout", "probability " + std::to_string(p) + " is not in [0, 1)");
   if (!training || p == 0.0) return a;
   Tensor keep = Tensor::empty(a.shape(), a.dtype());  // 0 or 1/(1-p)
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -243,7 +245,8 @@ Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossE
     fail("cross_entropy", std::to_string(targets.size()) + " targets for logits " +
                               shape_str(logits.shape()) + " (" + std::to_string(r) + " rows)");
   if (!(opt.label_smoothing >= 0.0 && opt.label_smoothing < 1.0))
-    fail("cross_entropy", "label smoothing " + std::to_string(opt.label_smoothing) + " is not in [0, 1)");
+    fail("cross_entropy",
+         "label smoothing " + std::to_string(opt.label_smoothing) + " is not in [0, 1)");
   int64_t n_valid = 0;
   for (size_t i = 0; i < targets.size(); ++i) {
     int32_t t = targets[i];

@@ -69,28 +69,34 @@ Var reduce_axis(const char* op, const Var& a, int axis, bool keepdim, bool is_me
       for (int64_t i = 0, n = out.numel(); i < n; ++i) q[i] *= static_cast<T>(scale);
   });
   // da[o, j, i] += g[o, i]·scale
-  return make_result(op, std::move(out), wants_grad({&a}), [ai = a.shared(), sp, scale](VarImpl& o) {
-    dispatch(o.value.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* g = o.grad.data<T>();
-      T* da = grad_buffer(*ai).data<T>();
-      for (int64_t oo = 0; oo < sp.outer; ++oo)
-        for (int64_t j = 0; j < sp.along; ++j)
-          for (int64_t i = 0; i < sp.inner; ++i)
-            da[(oo * sp.along + j) * sp.inner + i] += g[oo * sp.inner + i] * static_cast<T>(scale);
-    });
-  });
+  return make_result(op, std::move(out), wants_grad({&a}),
+                     [ai = a.shared(), sp, scale](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* g = o.grad.data<T>();
+                         T* da = grad_buffer(*ai).data<T>();
+                         for (int64_t oo = 0; oo < sp.outer; ++oo)
+                           for (int64_t j = 0; j < sp.along; ++j)
+                             for (int64_t i = 0; i < sp.inner; ++i)
+                               da[(oo * sp.along + j) * sp.inner + i] +=
+                                   g[oo * sp.inner + i] * static_cast<T>(scale);
+                       });
+                     });
 }
 
 }  // namespace
 
-Var sum(const Var& a) { return reduce_all("sum", a, 1.0); }
+Var sum(const Var& a) {
+  return reduce_all("sum", a, 1.0);
+}
 Var mean(const Var& a) {
   detail::check_defined(a, "mean");
   if (a.numel() == 0) fail("mean", "mean of an empty tensor " + shape_str(a.shape()));
   return reduce_all("mean", a, 1.0 / static_cast<double>(a.numel()));
 }
-Var sum(const Var& a, int axis, bool keepdim) { return reduce_axis("sum", a, axis, keepdim, false); }
+Var sum(const Var& a, int axis, bool keepdim) {
+  return reduce_axis("sum", a, axis, keepdim, false);
+}
 Var mean(const Var& a, int axis, bool keepdim) {
   return reduce_axis("mean", a, axis, keepdim, true);
 }
@@ -284,7 +290,8 @@ Var slice(const Var& a, int axis, int64_t start, int64_t end) {
                          const T* g = o.grad.data<T>();
                          T* d = grad_buffer(*ai).data<T>();
                          for (int64_t oo = 0; oo < sp.outer; ++oo)
-                           for (int64_t j = 0; j < w; ++j) d[oo * row + src_off + j] += g[oo * w + j];
+                           for (int64_t j = 0; j < w; ++j)
+                             d[oo * row + src_off + j] += g[oo * w + j];
                        });
                      });
 }

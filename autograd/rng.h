@@ -17,7 +17,9 @@ class Rng {
   // Uniform in [0, 1) with 53 random bits.
   double uniform() { return static_cast<double>(gen_() >> 11) * 0x1.0p-53; }
   // Uniform integer in [0, n).
-  uint64_t below(uint64_t n) { return n == 0 ? 0 : std::uniform_int_distribution<uint64_t>(0, n - 1)(gen_); }
+  uint64_t below(uint64_t n) {
+    return n == 0 ? 0 : std::uniform_int_distribution<uint64_t>(0, n - 1)(gen_);
+  }
   double normal() { return std::normal_distribution<double>(0.0, 1.0)(gen_); }
 
   std::string state() const {

@@ -61,8 +61,9 @@ void Tape::backward(const Var& root, const Tensor& upstream) {
   if (!root.defined()) fail("backward", "called on an undefined value");
   VarImpl* r = root.impl();
   if (!r->requires_grad)
-    fail("backward", "the root does not require grad (no parameter reached it, or it was computed "
-                     "under NoGradGuard)");
+    fail("backward",
+         "the root does not require grad (no parameter reached it, or it was computed "
+         "under NoGradGuard)");
   if (!r->leaf && r->tape_generation != generation_)
     fail("backward", "the tape was cleared after this value was computed; run the forward again");
   if (upstream.shape() != root.shape())

@@ -9,8 +9,12 @@
 
 namespace seqtape {
 
-size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 8; }
-const char* dtype_name(DType d) { return d == DType::F32 ? "float32" : "float64"; }
+size_t dtype_size(DType d) {
+  return d == DType::F32 ? 4 : 8;
+}
+const char* dtype_name(DType d) {
+  return d == DType::F32 ? "float32" : "float64";
+}
 
 std::string shape_str(const Shape& s) {
   std::ostringstream os;
@@ -29,7 +33,9 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
-void fail(const std::string& where, const std::string& what) { throw Error(where + ": " + what); }
+void fail(const std::string& where, const std::string& what) {
+  throw Error(where + ": " + what);
+}
 
 // ---- buffer pool ------------------------------------------------------------------------
 // Buffers are rounded up to a power of two and kept in per-size free lists when released,
@@ -60,7 +66,8 @@ struct Buffer {
   int bucket = 0;
   explicit Buffer(size_t bytes) {
     bucket = bucket_of(bytes);
-    if (bucket >= kBuckets) throw Error("Tensor: allocation of " + std::to_string(bytes) + " bytes is too large");
+    if (bucket >= kBuckets)
+      throw Error("Tensor: allocation of " + std::to_string(bytes) + " bytes is too large");
     Pool& p = pool();
     {
       std::lock_guard<std::mutex> lock(p.mu);
@@ -130,7 +137,8 @@ Tensor Tensor::full(Shape shape, double value, DType dtype) {
 
 Tensor Tensor::from(const std::vector<float>& v, Shape shape) {
   if (shape_numel(shape) != static_cast<int64_t>(v.size()))
-    fail("Tensor::from", std::to_string(v.size()) + " values do not fill shape " + shape_str(shape));
+    fail("Tensor::from",
+         std::to_string(v.size()) + " values do not fill shape " + shape_str(shape));
   Tensor t = empty(std::move(shape), DType::F32);
   std::copy(v.begin(), v.end(), t.data<float>());
   return t;
@@ -138,7 +146,8 @@ Tensor Tensor::from(const std::vector<float>& v, Shape shape) {
 
 Tensor Tensor::from(const std::vector<double>& v, Shape shape) {
   if (shape_numel(shape) != static_cast<int64_t>(v.size()))
-    fail("Tensor::from", std::to_string(v.size()) + " values do not fill shape " + shape_str(shape));
+    fail("Tensor::from",
+         std::to_string(v.size()) + " values do not fill shape " + shape_str(shape));
   Tensor t = empty(std::move(shape), DType::F64);
   std::copy(v.begin(), v.end(), t.data<double>());
   return t;
@@ -148,14 +157,16 @@ int64_t Tensor::dim(int i) const {
   int n = ndim();
   int j = i < 0 ? i + n : i;
   if (j < 0 || j >= n)
-    fail("Tensor::dim", "axis " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
+    fail("Tensor::dim",
+         "axis " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
   return shape_[static_cast<size_t>(j)];
 }
 
 void Tensor::check_dtype(DType want) const {
   if (!buf_) fail("Tensor", "access to an undefined tensor");
   if (want != dtype_)
-    fail("Tensor", std::string("data of a ") + dtype_name(dtype_) + " tensor read as " + dtype_name(want));
+    fail("Tensor",
+         std::string("data of a ") + dtype_name(dtype_) + " tensor read as " + dtype_name(want));
 }
 
 Tensor Tensor::reshape(Shape shape) const {
@@ -201,13 +212,16 @@ void Tensor::zero() {
 
 double Tensor::get(int64_t i) const {
   if (i < 0 || i >= numel_)
-    fail("Tensor::get", "index " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
-  return dtype_ == DType::F32 ? static_cast<const float*>(ptr_)[i] : static_cast<const double*>(ptr_)[i];
+    fail("Tensor::get",
+         "index " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
+  return dtype_ == DType::F32 ? static_cast<const float*>(ptr_)[i]
+                              : static_cast<const double*>(ptr_)[i];
 }
 
 void Tensor::set(int64_t i, double v) {
   if (i < 0 || i >= numel_)
-    fail("Tensor::set", "index " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
+    fail("Tensor::set",
+         "index " + std::to_string(i) + " out of range for shape " + shape_str(shape_));
   if (dtype_ == DType::F32)
     static_cast<float*>(ptr_)[i] = static_cast<float>(v);
   else
@@ -215,7 +229,8 @@ void Tensor::set(int64_t i, double v) {
 }
 
 double Tensor::item() const {
-  if (numel_ != 1) fail("Tensor::item", "tensor of shape " + shape_str(shape_) + " has more than one element");
+  if (numel_ != 1)
+    fail("Tensor::item", "tensor of shape " + shape_str(shape_) + " has more than one element");
   return get(0);
 }
 

@@ -53,7 +53,7 @@ struct Buffer;  // pooled storage, see tensor.cpp
 
 class Tensor {
  public:
-  Tensor() = default;  // undefined: no storage, no shape
+  Tensor() = default;                // undefined: no storage, no shape
   Tensor(Shape shape, DType dtype);  // zero-filled
 
   static Tensor zeros(Shape shape, DType dtype) { return Tensor(std::move(shape), dtype); }

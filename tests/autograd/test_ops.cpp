@@ -96,7 +96,8 @@ TEST_F(OpsTest, BackwardTwiceGivesBitIdenticalGradients) {
   Var h = layer_norm(gelu(matmul(Var(x), w) + b), g, be);
   Var loss = cross_entropy(h, {0, 3, -100, 4});
   Tape::current().backward(loss);
-  std::vector<Tensor> first = {w.grad().clone(), b.grad().clone(), g.grad().clone(), be.grad().clone()};
+  std::vector<Tensor> first = {w.grad().clone(), b.grad().clone(), g.grad().clone(),
+                               be.grad().clone()};
   for (Var* v : {&w, &b, &g, &be}) v->zero_grad();
   Tape::current().backward(loss);
   std::vector<Tensor> second = {w.grad(), b.grad(), g.grad(), be.grad()};
@@ -235,7 +236,8 @@ TEST_F(OpsTest, DropoutIsIdentityInEvalAndSeededInTraining) {
 
 TEST_F(OpsTest, LayerNormNormalizesRows) {
   Var x(randn({3, 8}, 25));
-  Var y = layer_norm(x, Var(Tensor::full({8}, 1.0, DType::F32)), Var(Tensor::zeros({8}, DType::F32)));
+  Var y =
+      layer_norm(x, Var(Tensor::full({8}, 1.0, DType::F32)), Var(Tensor::zeros({8}, DType::F32)));
   for (int r = 0; r < 3; ++r) {
     double m = 0, v = 0;
     for (int j = 0; j < 8; ++j) m += y.value().get(r * 8 + j);
@@ -253,17 +255,27 @@ void expect_error(const std::function<void()>& f, std::vector<std::string> needl
     ADD_FAILURE() << "expected seqtape::Error";
   } catch (const Error& e) {
     for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << "'" << n << "' not in: " << e.what();
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+          << "'" << n << "' not in: " << e.what();
   }
 }
 
 TEST_F(OpsTest, BadInputsGiveErrorsNamingOpAndShapes) {
-  Var a(randn({2, 3}, 1)), b(randn({4, 5}, 2)), c(randn({2, 4}, 3)), d64(randn({2, 3}, 4, DType::F64));
+  Var a(randn({2, 3}, 1)), b(randn({4, 5}, 2)), c(randn({2, 4}, 3)),
+      d64(randn({2, 3}, 4, DType::F64));
   expect_error([&] { matmul(a, b); }, {"matmul", "[2,3]", "[4,5]"});
-  expect_error([&] { matmul(Var(randn({2, 3, 4}, 1)), Var(randn({3, 4, 5}, 2))); }, {"matmul", "batch"});
+  expect_error(
+      [&] {
+        matmul(Var(randn({2, 3, 4}, 1)), Var(randn({3, 4, 5}, 2)));
+      },
+      {"matmul", "batch"});
   expect_error([&] { add(a, c); }, {"add", "[2,3]", "[2,4]"});
   expect_error([&] { mul(a, d64); }, {"mul", "float32", "float64"});
-  expect_error([&] { embedding(Var(randn({10, 4}, 1)), {3, 10}, {2}); }, {"embedding", "10", "position 1"});
+  expect_error(
+      [&] {
+        embedding(Var(randn({10, 4}, 1)), {3, 10}, {2});
+      },
+      {"embedding", "10", "position 1"});
   expect_error([&] { embedding(Var(randn({10, 4}, 1)), {-1}, {1}); }, {"embedding", "-1"});
   expect_error([&] { sum(a, 2); }, {"sum", "axis 2", "[2,3]"});
   expect_error([&] { transpose(a, 0, -3); }, {"transpose", "axis -3"});
@@ -273,9 +285,11 @@ TEST_F(OpsTest, BadInputsGiveErrorsNamingOpAndShapes) {
   expect_error([&] { cross_entropy(a, {0, 3}); }, {"cross_entropy", "target 3"});
   expect_error([&] { cross_entropy(a, {0}); }, {"cross_entropy", "1 targets"});
   expect_error([&] { masked_fill(a, Mask::causal(3), 0); }, {"masked_fill", "[3,3]", "[2,3]"});
-  expect_error([&] { layer_norm(a, Var(randn({2}, 1)), Var(randn({3}, 1))); }, {"layer_norm", "[2]"});
+  expect_error([&] { layer_norm(a, Var(randn({2}, 1)), Var(randn({3}, 1))); },
+               {"layer_norm", "[2]"});
   expect_error([&] { permute(a, {0, 0}); }, {"permute", "not a permutation"});
-  expect_error([&] { Tape::current().backward(Var(randn({3}, 1), true)); }, {"backward", "not a scalar"});
+  expect_error([&] { Tape::current().backward(Var(randn({3}, 1), true)); },
+               {"backward", "not a scalar"});
   expect_error([&] { a.value().data<double>(); }, {"float32", "float64"});
 }
 
