@@ -1,4 +1,5 @@
 // Elementwise ops: binary with NumPy broadcasting, scalar forms, and unary functions.
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/ops_util.h"
@@ -40,6 +41,9 @@ Broadcast broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     ra *= da;
     rb *= db;
   }
+  if (!bc.same && a == bc.out && b.size() <= a.size() &&
+      std::equal(b.begin(), b.end(), a.end() - static_cast<long>(b.size())))
+    bc.suffix_inner = shape_numel(b);
   return bc;
 }
 
@@ -66,6 +70,9 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
     T* po = out.data<T>();
     if (bc.same) {
       for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = f(pa[i], pb[i]);
+    } else if (const int64_t in = bc.suffix_inner; in > 0) {
+      for (int64_t r = 0, n = out.numel(); r < n; r += in)
+        for (int64_t j = 0; j < in; ++j) po[r + j] = f(pa[r + j], pb[j]);
     } else {
       broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) { po[io] = f(pa[ia], pb[ib]); });
     }
@@ -83,11 +90,21 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
                          T* da = ai->requires_grad ? grad_buffer(*ai).data<T>() : nullptr;
                          T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
                          (void)op;
+                         const int64_t n = o.value.numel();
                          if (bc.same) {
-                           for (int64_t i = 0, n = o.value.numel(); i < n; ++i) {
-                             if (da) da[i] += ga(g[i], pa[i], pb[i], po[i]);
-                             if (db) db[i] += gb(g[i], pa[i], pb[i], po[i]);
-                           }
+                           if (da)
+                             for (int64_t i = 0; i < n; ++i) da[i] += ga(g[i], pa[i], pb[i], po[i]);
+                           if (db)
+                             for (int64_t i = 0; i < n; ++i) db[i] += gb(g[i], pa[i], pb[i], po[i]);
+                         } else if (const int64_t in = bc.suffix_inner; in > 0) {
+                           if (da)
+                             for (int64_t r = 0; r < n; r += in)
+                               for (int64_t j = 0; j < in; ++j)
+                                 da[r + j] += ga(g[r + j], pa[r + j], pb[j], po[r + j]);
+                           if (db)
+                             for (int64_t r = 0; r < n; r += in)
+                               for (int64_t j = 0; j < in; ++j)
+                                 db[j] += gb(g[r + j], pa[r + j], pb[j], po[r + j]);
                          } else {
                            broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) {
                              if (da) da[ia] += ga(g[io], pa[ia], pb[ib], po[io]);

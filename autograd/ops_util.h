@@ -59,6 +59,8 @@ struct Broadcast {
   Shape out;
   std::vector<int64_t> sa, sb;
   bool same = false;  // a.shape == b.shape: plain elementwise loop
+  // a.shape == out and b.shape is a suffix of it (a bias over rows): rows × inner loops.
+  int64_t suffix_inner = 0;
 };
 Broadcast broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 

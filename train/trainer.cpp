@@ -325,6 +325,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     metrics.open(metrics_path);
     metrics << "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match\n";
   }
+  metrics.precision(17);  // losses round-trip exactly: resumed runs are compared bit for bit
 
   size_t n_params = 0;
   for (auto& [n, p] : params) n_params += static_cast<size_t>(p.numel());
