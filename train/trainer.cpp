@@ -308,7 +308,12 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     copy_params_from(*model, resumed.params, ckpt_path);
     optimizer.load_state(resumed.optimizer_state, resumed.step);
     rng.set_state(resumed.rng_state);
-    loader->set_state(loader_state_from(resumed.loader_state_json, ckpt_path));
+    try {
+      loader->set_state(loader_state_from(resumed.loader_state_json, ckpt_path));
+    } catch (const Error& e) {
+      fail(ckpt_path, std::string("cannot resume on this data (resume needs the same --data, "
+                                  "--valid and --seed as the run that wrote it): ") + e.what());
+    }
     step = resumed.step;
     if (step >= total_steps)
       log << "checkpoint is at step " << step << ", not before --steps " << total_steps

@@ -1,0 +1,257 @@
+// The training loop end to end: the reference sentence is learned and decoded back, resume
+// is bit-identical, a poisoned step is rejected with the last good checkpoint intact, and
+// the optimizers and clipping do what they say.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "train/checkpoint.h"
+#include "train/copy_task.h"
+#include "train/trainer.h"
+
+namespace seqtape {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string src_path(const std::string& rel) { return std::string(SEQTAPE_SOURCE_DIR) + "/" + rel; }
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("seqtape_test_trainer_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TrainOptions seed_options(const fs::path& out) {
+  TrainOptions o;
+  o.data = src_path("datasets/reference/copy.tsv");
+  o.vocab = src_path("datasets/reference/vocab.txt");
+  o.out_dir = out.string();
+  o.model = preset("seed", 10);
+  o.steps = 300;
+  o.schedule.lr = 0.02;
+  o.progress = 0;
+  o.log_every = 1000;
+  return o;
+}
+
+TEST(Trainer, SeedPresetLearnsTheReferenceSentenceAndDecodesItBack) {
+  fs::path out = temp_dir("seed");
+  std::ostringstream log;
+  TrainReport r = train(seed_options(out), log);
+  ASSERT_EQ(r.losses.size(), 300u);
+  EXPECT_GT(r.losses.front(), 1.0);  // starts near log(10)
+  EXPECT_LT(r.losses.back(), 0.01) << log.str();
+  EXPECT_TRUE(r.valid_is_train);
+  EXPECT_EQ(r.valid.exact_match, 1.0);
+
+  // Decode 今天天气很好 back from the saved checkpoint's weights.
+  Checkpoint c = load_checkpoint((out / "checkpoint.bin").string());
+  EXPECT_EQ(c.step, 300);
+  auto model = make_model(preset("seed", 10));
+  auto params = model->named_parameters();
+  ASSERT_EQ(params.size(), c.params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_EQ(params[i].first, c.params[i].name);
+    std::memcpy(params[i].second.mutable_value().raw(), c.params[i].value.raw(), c.params[i].value.nbytes());
+  }
+  Vocab vocab = Vocab::load(src_path("datasets/reference/vocab.txt"));
+  auto got = greedy_uncached(*model, vocab, {{3, 4, 4, 5, 6, 7, 2}}, 20);
+  EXPECT_EQ(got[0], (std::vector<int32_t>{3, 4, 4, 5, 6, 7}));
+  EXPECT_EQ(Tokenizer(vocab).decode(got[0]), "今天天气很好");
+  EXPECT_TRUE(fs::exists(out / "metrics.csv"));
+  EXPECT_TRUE(fs::exists(out / "loss.svg"));
+  fs::remove_all(out);
+}
+
+// A small copy task with dropout on, so the RNG state matters for resume.
+TrainOptions copy_options(const fs::path& data, const fs::path& out) {
+  TrainOptions o;
+  o.data = (data / "train.tsv").string();
+  o.valid_data = (data / "valid.tsv").string();
+  o.vocab = (data / "vocab.txt").string();
+  o.out_dir = out.string();
+  o.model = preset("default", 2);
+  o.model.d_model = 16;
+  o.model.n_heads = 2;
+  o.model.d_ff = 32;
+  o.model.n_encoder_layers = o.model.n_decoder_layers = 1;
+  o.model.dropout = 0.1;
+  o.batch = 8;
+  o.schedule.lr = 3e-3;
+  o.progress = 0;
+  o.eval_max = 5;
+  o.seed = 11;
+  return o;
+}
+
+fs::path make_copy_data(const std::string& name) {
+  fs::path d = temp_dir(name);
+  CopyTaskOptions co;
+  co.n_train = 200;
+  co.n_valid = 10;
+  co.max_len = 6;
+  co.seed = 3;
+  write_copy_task(d.string(), generate_copy_task(co), co.alphabet);
+  return d;
+}
+
+TEST(Trainer, ResumeContinuesWithBitIdenticalLosses) {
+  fs::path data = make_copy_data("resume_data");
+  fs::path full = temp_dir("resume_full"), split = temp_dir("resume_split");
+  std::ostringstream log;
+  TrainOptions o = copy_options(data, full);
+  o.steps = 40;  // spans an epoch boundary (200 / 8 = 25 batches per epoch)
+  TrainReport uninterrupted = train(o, log);
+
+  TrainOptions first = copy_options(data, split);
+  first.steps = 17;
+  train(first, log);
+  TrainOptions second = copy_options(data, split);
+  second.steps = 40;
+  second.resume = true;
+  TrainReport resumed = train(second, log);
+  ASSERT_EQ(resumed.first_step, 18);
+  ASSERT_EQ(resumed.losses.size(), 23u);
+  for (size_t i = 0; i < resumed.losses.size(); ++i)
+    EXPECT_EQ(resumed.losses[i], uninterrupted.losses[17 + i]) << "step " << 18 + i;  // bit for bit
+  for (auto d : {data, full, split}) fs::remove_all(d);
+}
+
+TEST(Trainer, NonFiniteLossRejectsTheStepAndKeepsTheLastGoodCheckpoint) {
+  fs::path out = temp_dir("nan");
+  TrainOptions o = seed_options(out);
+  o.steps = 10;
+  o.save_every = 4;
+  o.before_backward = [](int64_t step, TransformerModel& m) {
+    if (step == 7) m.parameter("out_proj.bias").mutable_value().set(0, NAN);
+  };
+  std::ostringstream log;
+  try {
+    train(o, log);
+    FAIL() << "expected the poisoned step to stop training";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("step 8"), std::string::npos) << msg;  // the first step that sees NaN
+    EXPECT_NE(msg.find("(step 4)"), std::string::npos) << msg;
+  }
+  Checkpoint c = load_checkpoint((out / "checkpoint.bin").string());
+  EXPECT_EQ(c.step, 4);
+  for (const auto& t : c.params)
+    for (int64_t i = 0; i < t.value.numel(); ++i) ASSERT_TRUE(std::isfinite(t.value.get(i))) << t.name;
+  fs::remove_all(out);
+}
+
+TEST(Trainer, ResumeRefusesADifferentModelCheckpoint) {
+  fs::path data = make_copy_data("mismatch_data");
+  fs::path out = temp_dir("mismatch");
+  std::ostringstream log;
+  TrainOptions o = copy_options(data, out);
+  o.steps = 2;
+  train(o, log);
+  // Same directory, but the checkpoint's vocabulary does not cover the reference data.
+  TrainOptions other = seed_options(out);
+  other.steps = 4;
+  other.resume = true;
+  EXPECT_THROW(train(other, log), Error);
+  fs::remove_all(out);
+  fs::remove_all(data);
+}
+
+// ---- optimizers and clipping ---------------------------------------------------------
+NamedParams one_param(std::vector<float> w, std::vector<float> g) {
+  Var p(Tensor::from(w, {static_cast<int64_t>(w.size())}), true);
+  Var x(Tensor::from(g, {static_cast<int64_t>(g.size())}));
+  Tape::current().clear();
+  Tape::current().backward(sum(mul(p, x)));  // ∂/∂p = x
+  Tape::current().clear();
+  return {{"w", p}};
+}
+
+TEST(Optimizers, SgdIsTheReferenceUpdate) {
+  NamedParams ps = one_param({1.f, 2.f}, {0.5f, -1.f});
+  Optimizer opt(ps, OptimizerConfig{OptimizerKind::Sgd});
+  opt.step(0.001);  // W ← W − η·∂L/∂W with the reference's η
+  EXPECT_FLOAT_EQ(ps[0].second.value().get(0), 1.f - 0.001f * 0.5f);
+  EXPECT_FLOAT_EQ(ps[0].second.value().get(1), 2.f + 0.001f);
+}
+
+TEST(Optimizers, AdamFirstStepMovesByLrTimesSign) {
+  NamedParams ps = one_param({1.f, 2.f}, {0.5f, -3.f});
+  OptimizerConfig c;
+  c.kind = OptimizerKind::Adam;
+  c.eps = 1e-12;
+  Optimizer opt(ps, c);
+  opt.step(0.1);  // bias-corrected m/√v = sign(g) on the first step
+  EXPECT_NEAR(ps[0].second.value().get(0), 0.9, 1e-6);
+  EXPECT_NEAR(ps[0].second.value().get(1), 2.1, 1e-6);
+}
+
+TEST(Optimizers, MomentumAccumulates) {
+  NamedParams ps = one_param({0.f}, {1.f});
+  OptimizerConfig c;
+  c.kind = OptimizerKind::Momentum;
+  c.momentum = 0.5;
+  Optimizer opt(ps, c);
+  opt.step(1.0);  // u = 1
+  opt.step(1.0);  // u = 1.5 (same gradient kept)
+  EXPECT_FLOAT_EQ(ps[0].second.value().get(0), -2.5f);
+}
+
+TEST(Optimizers, ScheduleWarmsUpThenDecaysAsInverseSqrt) {
+  LrSchedule s{LrSchedule::Kind::WarmupInvSqrt, 1e-3, 100};
+  EXPECT_NEAR(s.at(1), 1e-5, 1e-12);
+  EXPECT_NEAR(s.at(100), 1e-3, 1e-12);
+  EXPECT_NEAR(s.at(400), 5e-4, 1e-12);
+  LrSchedule c{LrSchedule::Kind::Constant, 0.01, 0};
+  EXPECT_EQ(c.at(12345), 0.01);
+}
+
+TEST(Clipping, GlobalNormIsAtMostMaxNormAfterClipping) {
+  NamedParams ps = one_param({0.f, 0.f, 0.f}, {3.f, 4.f, 12.f});  // norm 13
+  NamedParams more = one_param({0.f}, {5.f});
+  ps.push_back({"v", more[0].second});  // global norm sqrt(169 + 25)
+  double before = clip_grad_norm(ps, 2.0);
+  EXPECT_NEAR(before, std::sqrt(194.0), 1e-5);
+  EXPECT_LE(grad_global_norm(ps), 2.0 * (1 + 1e-6));
+  EXPECT_GT(grad_global_norm(ps), 2.0 * (1 - 1e-5));
+}
+
+TEST(Clipping, NonFiniteNormIsAnErrorNamingTheParameter) {
+  NamedParams ps = one_param({0.f, 0.f}, {1.f, INFINITY});
+  try {
+    clip_grad_norm(ps, 1.0);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Optimizers, StateRoundTripsAndRejectsAnotherShape) {
+  NamedParams ps = one_param({1.f, 2.f}, {0.5f, -3.f});
+  Optimizer opt(ps, OptimizerConfig{});
+  opt.step(0.1);
+  auto st = opt.state();
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0].name, "w.m");
+  EXPECT_EQ(st[1].name, "w.v");
+  NamedParams ps2 = one_param({1.f, 2.f}, {0.5f, -3.f});
+  Optimizer opt2(ps2, OptimizerConfig{});
+  std::vector<NamedTensor> copy;
+  for (auto& t : st) copy.push_back({t.name, t.value.clone()});
+  opt2.load_state(copy, 1);
+  EXPECT_EQ(opt2.steps(), 1);
+  copy[0].value = Tensor::zeros({3}, DType::F32);
+  EXPECT_THROW(opt2.load_state(copy, 1), Error);
+}
+
+}  // namespace
+}  // namespace seqtape
