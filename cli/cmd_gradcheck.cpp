@@ -1,9 +1,11 @@
 // `seqtape gradcheck`: every op's float64 Jacobian against central differences, as a table.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "autograd/op_checks.h"
 #include "cli/commands.h"
+#include "nn/model_gradcheck.h"
 
 namespace seqtape::cli {
 
@@ -12,7 +14,23 @@ struct GradcheckArgs {
   uint64_t seed = 1234;
   std::string only;
   bool quiet = false;
+  bool ops_only = false;
 };
+
+// Tiny models for the whole-model check: padding present, dropout off.
+ModelConfig tiny_model(Arch arch, NormPlacement norm) {
+  ModelConfig c;
+  c.arch = arch;
+  c.vocab_size = 7;
+  c.d_model = 4;
+  c.n_heads = 2;
+  c.n_encoder_layers = arch == Arch::Seq2Seq ? 1 : 0;
+  c.n_decoder_layers = 1;
+  c.d_ff = 8;
+  c.norm = norm;
+  c.init_seed = 1;
+  return c;
+}
 }  // namespace
 
 void register_gradcheck(CLI::App& app, Runner& run) {
@@ -23,7 +41,8 @@ void register_gradcheck(CLI::App& app, Runner& run) {
                          "|analytic-numeric| <= 1e-5 + 1e-3*|numeric|); exits 1 on any failure");
   sub->add_option("--seed", args->seed, "seed of the random inputs")->capture_default_str();
   sub->add_option("--op", args->only, "check only this op (e.g. matmul)");
-  sub->add_flag("--quiet", args->quiet, "print only the summary line");
+  sub->add_flag("--quiet", args->quiet, "print only the summary lines (and failures)");
+  sub->add_flag("--ops-only", args->ops_only, "skip the whole-model checks");
   sub->callback([&run, args] {
     run = [args] {
       int failed = 0, total = 0;
@@ -42,7 +61,36 @@ void register_gradcheck(CLI::App& app, Runner& run) {
       }
       if (total == 0) throw UsageError("no gradient check matches --op " + args->only);
       std::printf("gradcheck: %d op checks, %d passed, %d failed\n", total, total - failed, failed);
-      return failed ? kCheckFailed : kOk;
+      int model_failed = 0;
+      if (!args->ops_only && args->only.empty()) {
+        struct Named {
+          const char* name;
+          ModelConfig cfg;
+        };
+        const Named models[] = {
+            {"Seq2Seq post-norm (d 4, 2 heads, 1+1 layers, batch of 2 with padding)",
+             tiny_model(Arch::Seq2Seq, NormPlacement::Post)},
+            {"Seq2Seq pre-norm (d 4, 2 heads, 1+1 layers, batch of 2 with padding)",
+             tiny_model(Arch::Seq2Seq, NormPlacement::Pre)},
+            {"DecoderOnly (d 4, 2 heads, 1 layer, batch of 2 with padding)",
+             tiny_model(Arch::DecoderOnly, NormPlacement::Post)}};
+        ModelGradcheckOptions mo;
+        mo.seed = args->seed;
+        for (const Named& m : models) {
+          auto rows = gradcheck_config(m.cfg, mo);
+          bool ok = all_passed(rows);
+          model_failed += !ok;
+          std::printf("\nwhole model, float64, 20 sampled coordinates per parameter: %s\n", m.name);
+          if (!args->quiet || !ok) std::printf("%s", format_gradcheck(rows).c_str());
+          double worst = 0;
+          for (const auto& r : rows) worst = std::max(worst, r.max_abs_err);
+          std::printf("  %zu parameter tensors, max |abs err| %.3e: %s\n", rows.size(), worst,
+                      ok ? "pass" : "FAIL");
+        }
+        std::printf("gradcheck: 3 whole-model checks, %d passed, %d failed\n", 3 - model_failed,
+                    model_failed);
+      }
+      return failed || model_failed ? kCheckFailed : kOk;
     };
   });
 }

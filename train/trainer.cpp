@@ -163,7 +163,10 @@ EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vect
     for (size_t i = s; i < e; ++i)
       longest = std::max<int64_t>(longest, static_cast<int64_t>(targets[i].size()));
     auto got = greedy_uncached(model, vocab, chunk, 2 * longest + 8);
-    for (size_t i = s; i < e; ++i) hits += got[i - s] == targets[i];
+    for (size_t i = s; i < e; ++i) {
+      hits += got[i - s] == targets[i];
+      if (r.samples.size() < 3) r.samples.emplace_back(data[i].source, tok.decode(got[i - s]));
+    }
   }
   r.examples = static_cast<int64_t>(prompts.size());
   r.exact_match = r.examples ? static_cast<double>(hits) / static_cast<double>(r.examples) : 0.0;
@@ -312,7 +315,8 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       loader->set_state(loader_state_from(resumed.loader_state_json, ckpt_path));
     } catch (const Error& e) {
       fail(ckpt_path, std::string("cannot resume on this data (resume needs the same --data, "
-                                  "--valid and --seed as the run that wrote it): ") + e.what());
+                                  "--valid and --seed as the run that wrote it): ") +
+                          e.what());
     }
     step = resumed.step;
     if (step >= total_steps)
@@ -474,6 +478,8 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       rep.valid.loss, 100 * rep.valid.exact_match, static_cast<long long>(rep.valid.examples),
       valid_is_train ? ", the training set" : ", held out");
   log << buf;
+  for (const auto& [src, got] : rep.valid.samples)
+    log << "  greedy decode: " << src << " -> " << got << "\n";
   log << "wrote " << ckpt_path << ", " << metrics_path << ", "
       << (fs::path(opt.out_dir) / "loss.svg").string() << "\n";
   tape.set_anomaly(false);

@@ -55,6 +55,8 @@ struct EvalResult {
   double loss = 0;         // teacher-forced cross-entropy per label token
   double exact_match = 0;  // fraction of greedy decodes equal to the target
   int64_t examples = 0;
+  // The first few greedy decodes, as (source, decoded text), to show what the model does.
+  std::vector<std::pair<std::string, std::string>> samples;
 };
 
 struct TrainReport {
