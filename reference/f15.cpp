@@ -1,0 +1,443 @@
+// F15: the tiny decoder-only model, its fitted head, its checkpoint and its greedy rounds.
+//
+// Dimension key: B batch (3 prefixes), T positions, C d_model = 4, F d_ff = 8, V vocabulary = 7.
+
+#include "reference/f15.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+#include "autograd/rng.h"
+#include "nn/loss.h"
+#include "train/optim.h"
+
+namespace seqtape::reference {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> f15_tokens() {
+  return {"<pad>", "我", "爱", "学习", "<bos>", "！", "<eos>"};
+}
+
+Vocab f15_vocab() {
+  return Vocab::from_tokens(f15_tokens(), "f15_vocab");
+}
+
+ModelConfig f15_config() {
+  ModelConfig c;
+  c.arch = Arch::DecoderOnly;
+  c.vocab_size = 7;
+  c.d_model = 4;
+  c.n_heads = 1;
+  c.n_encoder_layers = 0;
+  c.n_decoder_layers = 1;
+  c.d_ff = 8;
+  c.activation = Activation::Tanh;
+  c.norm = NormPlacement::None;
+  c.pos_encoding = PosEncoding::None;
+  c.dropout = 0.0;
+  c.max_positions = 16;
+  c.init_seed = kF15Seed;
+  c.validate();
+  return c;
+}
+
+std::vector<F15Prefix> f15_training_prefixes() {
+  return {{{kF15Wo, kF15Ai}, kF15Xuexi},
+          {{kF15Wo, kF15Ai, kF15Xuexi}, kF15Bang},
+          {{kF15Wo, kF15Ai, kF15Xuexi, kF15Bang}, kF15Eos}};
+}
+
+namespace {
+
+bool is_head(const std::string& name) {
+  return name.rfind("out_proj.", 0) == 0;
+}
+
+double round_to(double x, double step) {
+  return std::round(x / step) * step;
+}
+
+void set_values(Var& p, const std::vector<double>& v) {
+  Tensor& t = p.mutable_value();
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, v[static_cast<size_t>(i)]);
+}
+
+// The three prefixes as one right-padded batch: tokens [B, T], lengths [B], and labels [B·T]
+// that are -100 everywhere except at each row's last valid position.
+struct PrefixBatch {
+  int64_t B = 0, T = 0;
+  std::vector<int32_t> tokens, len, labels;
+};
+
+PrefixBatch prefix_batch() {
+  PrefixBatch b;
+  auto pre = f15_training_prefixes();
+  b.B = static_cast<int64_t>(pre.size());
+  for (const auto& p : pre) b.T = std::max<int64_t>(b.T, static_cast<int64_t>(p.prefix.size()));
+  b.tokens.assign(static_cast<size_t>(b.B * b.T), kF15Pad);  // [B, T]
+  b.labels.assign(static_cast<size_t>(b.B * b.T), -100);     // [B·T]
+  for (int64_t i = 0; i < b.B; ++i) {
+    const auto& p = pre[static_cast<size_t>(i)];
+    std::copy(p.prefix.begin(), p.prefix.end(), b.tokens.begin() + i * b.T);
+    b.len.push_back(static_cast<int32_t>(p.prefix.size()));
+    b.labels[static_cast<size_t>(i * b.T + static_cast<int64_t>(p.prefix.size()) - 1)] = p.next;
+  }
+  return b;
+}
+
+// Per prefix: probability of the target and target logit minus the best other logit.
+void measure(DecoderOnly& model, std::vector<double>& prob, std::vector<double>& margin) {
+  prob.clear();
+  margin.clear();
+  for (const auto& p : f15_training_prefixes()) {
+    std::vector<double> z = last_logits(model, p.prefix);  // [V]
+    std::vector<double> pr(z.size());
+    kernels::softmax_rows(z.data(), pr.data(), 1, static_cast<int64_t>(z.size()));
+    double best_other = -INFINITY;
+    for (size_t j = 0; j < z.size(); ++j)
+      if (static_cast<int32_t>(j) != p.next) best_other = std::max(best_other, z[j]);
+    prob.push_back(pr[static_cast<size_t>(p.next)]);
+    margin.push_back(z[static_cast<size_t>(p.next)] - best_other);
+  }
+}
+
+std::vector<Candidate> ranked(const std::vector<double>& logits, const std::vector<double>& probs,
+                              const Vocab& vocab) {
+  std::vector<Candidate> c;
+  for (size_t j = 0; j < logits.size(); ++j)
+    c.push_back(
+        {static_cast<int32_t>(j), vocab.token(static_cast<int32_t>(j)), logits[j], probs[j]});
+  // Highest score first; ties by id so the order is deterministic (argmax takes the first).
+  std::stable_sort(c.begin(), c.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.logit > b.logit; });
+  return c;
+}
+
+}  // namespace
+
+int64_t layer_of(const std::string& name) {
+  const auto at = name.find("layers.");
+  return at == std::string::npos ? 0 : std::stoll(name.substr(at + 7));
+}
+
+std::unique_ptr<DecoderOnly> f15_base_model() {
+  auto model = std::make_unique<DecoderOnly>(f15_config());
+  Rng rng(kF15Seed);
+  for (auto& [name, p] : model->named_parameters()) {
+    std::vector<double> v(static_cast<size_t>(p.numel()), 0.0);
+    if (!is_head(name))
+      for (double& x : v) x = round_to(2.0 * rng.uniform() - 1.0, 0.01);
+    Var param = p;
+    set_values(param, v);
+  }
+  return model;
+}
+
+std::vector<double> last_logits(DecoderOnly& model, const std::vector<int32_t>& prefix) {
+  NoGradGuard no_grad;
+  Rng rng(0);
+  const auto T = static_cast<int64_t>(prefix.size());
+  Var logits = model.forward(prefix, 1, T, {static_cast<int32_t>(T)}, rng);  // [1, T, V]
+  const int64_t V = logits.dim(2);
+  std::vector<double> out(static_cast<size_t>(V));
+  for (int64_t j = 0; j < V; ++j) out[static_cast<size_t>(j)] = logits.value().get((T - 1) * V + j);
+  return out;
+}
+
+F15Fit fit_f15_head(DecoderOnly& model) {
+  F15Fit fit;
+  fit.lr = 1.0;
+  const int64_t max_steps = 5000;
+  model.set_training(false);  // no dropout anyway; the forward is the evaluation forward
+  model.set_requires_grad("", false);
+  model.set_requires_grad("out_proj", true);
+  NamedParams params = model.named_parameters();
+  OptimizerConfig ocfg;
+  ocfg.kind = OptimizerKind::Sgd;
+  Optimizer sgd(params, ocfg);
+  PrefixBatch b = prefix_batch();
+  Tape& tape = Tape::current();
+  Rng rng(0);
+  std::vector<double> prob, margin;
+  for (int64_t step = 1;; ++step) {
+    tape.clear();
+    for (auto& [n, p] : params) p.zero_grad();
+    Var logits = model.forward(b.tokens, b.B, b.T, b.len, rng);  // [B, T, V]
+    Var loss = sequence_loss(logits, b.labels);                  // []
+    if (step == 1) fit.first_loss = loss.item();
+    tape.backward(loss);
+    fit.frozen_without_grad = 0;
+    for (auto& [n, p] : params) {
+      if (is_head(n)) continue;
+      if (p.has_grad())
+        throw Error("fit_f15_head: frozen parameter '" + n + "' received a gradient");
+      ++fit.frozen_without_grad;
+    }
+    sgd.step(fit.lr);
+    fit.steps = step;
+    tape.clear();
+    measure(model, prob, margin);
+    if (*std::min_element(prob.begin(), prob.end()) >= 0.9) break;
+    if (step >= max_steps)
+      throw Error("fit_f15_head: the head did not reach probability 0.9 on every prefix in " +
+                  std::to_string(max_steps) + " steps");
+  }
+  // Publish exact numbers: round the head to 3 decimals, then check the result again.
+  for (auto& [n, p] : params) {
+    if (!is_head(n)) continue;
+    std::vector<double> v = p.value().to_vector();
+    for (double& x : v) x = round_to(x, 0.001);
+    Var param = p;
+    set_values(param, v);
+  }
+  model.set_requires_grad("", true);
+  measure(model, fit.target_prob, fit.margin);
+  {
+    NoGradGuard no_grad;
+    Var logits = model.forward(b.tokens, b.B, b.T, b.len, rng);
+    fit.final_loss = sequence_loss(logits, b.labels).item();
+  }
+  for (size_t i = 0; i < fit.margin.size(); ++i)
+    if (!(fit.margin[i] > 1.0))
+      throw Error("fit_f15_head: prefix " + std::to_string(i) + " has margin " +
+                  std::to_string(fit.margin[i]) + " after rounding, expected > 1");
+  return fit;
+}
+
+F15Model make_f15_model() {
+  F15Model m;
+  m.model = f15_base_model();
+  m.fit = fit_f15_head(*m.model);
+  return m;
+}
+
+Checkpoint f15_checkpoint(const DecoderOnly& model, const F15Fit& fit) {
+  Checkpoint c;
+  c.config_json = model.config().to_json().dump();
+  c.vocab = f15_tokens();
+  for (auto& [n, p] : model.named_parameters()) c.params.push_back({n, p.value()});
+  c.optimizer_name = "sgd";  // plain SGD keeps no state
+  c.step = fit.steps;
+  c.rng_state = Rng(kF15Seed).state();
+  nlohmann::json loader = {
+      {"epoch", 0}, {"cursor", 0}, {"order", {0, 1, 2}}, {"rng", Rng(kF15Seed).state()}};
+  c.loader_state_json = loader.dump();
+  nlohmann::json metrics = {{"fit", "out_proj only, full-batch SGD on 3 prefixes"},
+                            {"steps", fit.steps},
+                            {"lr", fit.lr},
+                            {"first_loss", fit.first_loss},
+                            {"final_loss", fit.final_loss},
+                            {"target_prob", fit.target_prob},
+                            {"margin", fit.margin}};
+  c.metrics_json = metrics.dump();
+  return c;
+}
+
+F15Model write_f15(const std::string& dir) {
+  fs::create_directories(dir);
+  F15Model m = make_f15_model();
+  f15_vocab().save((fs::path(dir) / "vocab.txt").string());
+  save_checkpoint((fs::path(dir) / "checkpoint.bin").string(), f15_checkpoint(*m.model, m.fit));
+  return m;
+}
+
+std::unique_ptr<DecoderOnly> load_f15_model(const std::string& checkpoint_path) {
+  Checkpoint c = load_checkpoint(checkpoint_path);
+  ModelConfig cfg = ModelConfig::from_json(nlohmann::json::parse(c.config_json));
+  auto model = std::make_unique<DecoderOnly>(cfg);
+  auto params = model->named_parameters();
+  if (params.size() != c.params.size())
+    fail(checkpoint_path, "holds " + std::to_string(c.params.size()) +
+                              " parameters, the F15 model has " + std::to_string(params.size()));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const NamedTensor& src = c.params[i];
+    Var dst = params[i].second;
+    if (src.name != params[i].first || src.value.shape() != dst.shape())
+      fail(checkpoint_path, "parameter '" + src.name + "' " + shape_str(src.value.shape()) +
+                                " does not match '" + params[i].first + "' " +
+                                shape_str(dst.shape()));
+    Tensor t = src.value.to(dst.dtype());
+    std::memcpy(dst.mutable_value().raw(), t.raw(), t.nbytes());
+  }
+  return model;
+}
+
+std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& vocab,
+                                           const std::vector<int32_t>& prompt, int64_t max_new,
+                                           int64_t top_k) {
+  if (prompt.empty()) throw Error("greedy_rounds_recompute: empty prompt");
+  NoGradGuard no_grad;
+  model.set_training(false);
+  model.set_capture_attention(true);
+  std::vector<Round> rounds;
+  std::vector<int32_t> sequence = prompt;  // everything selected so far, prompt included
+  int64_t processed = 0;                   // tokens whose K/V a cache would hold
+  Rng rng(0);
+  for (int64_t r = 0; r < max_new; ++r) {
+    Round round;
+    round.index = r;
+    round.phase = r == 0 ? "prefill" : "decode";
+    round.cache_before = processed;
+    round.fed.assign(sequence.begin() + processed, sequence.end());  // the pending tokens
+    processed = static_cast<int64_t>(sequence.size());
+    round.cache_after = processed;
+    const int64_t T = processed;
+    Var logits = model.forward(sequence, 1, T, {static_cast<int32_t>(T)}, rng);  // [1, T, V]
+    const int64_t V = logits.dim(2);
+    round.logits.resize(static_cast<size_t>(V));
+    for (int64_t j = 0; j < V; ++j)
+      round.logits[static_cast<size_t>(j)] = logits.value().get((T - 1) * V + j);
+    round.probs.resize(round.logits.size());
+    kernels::softmax_rows(round.logits.data(), round.probs.data(), 1, V);
+    std::vector<Candidate> c = ranked(round.logits, round.probs, vocab);
+    round.selected = c.front();
+    c.resize(static_cast<size_t>(std::min<int64_t>(top_k, V)));
+    round.top = c;
+    for (const AttentionWeights& aw : model.attention_weights()) {
+      const int64_t H = aw.weights.dim(1);  // [1, H, T, T]
+      for (int64_t h = 0; h < H; ++h) {
+        AttentionRows a;
+        a.name = aw.name;
+        a.layer = layer_of(aw.name);
+        a.head = h;
+        a.kind = aw.name.find("cross") != std::string::npos ? "cross" : "self";
+        for (int64_t j = 0; j < T; ++j) a.cols.push_back(j);
+        for (int64_t i = round.cache_before; i < T; ++i) {
+          a.rows.push_back(i);
+          std::vector<double> w;
+          for (int64_t j = 0; j < T; ++j) w.push_back(aw.weights.get((h * T + i) * T + j));
+          a.weights.push_back(w);
+        }
+        round.attention.push_back(a);
+      }
+    }
+    sequence.push_back(round.selected.id);  // selected, not yet processed
+    round.sequence = sequence;
+    if (round.selected.id == vocab.eos_id())
+      round.stop = "eos";
+    else if (r + 1 == max_new)
+      round.stop = "length";
+    rounds.push_back(round);
+    if (round.stop) break;
+  }
+  model.set_capture_attention(false);
+  return rounds;
+}
+
+nlohmann::json rounds_trace_json(const DecoderOnly& model, const Vocab& vocab,
+                                 const std::vector<int32_t>& prompt,
+                                 const std::vector<Round>& rounds, const std::string& source) {
+  using nlohmann::json;
+  Tokenizer tok(vocab);
+  json steps = json::array();
+  std::vector<int32_t> result;
+  std::vector<int64_t> cache_lengths;
+  std::string stop_reason = "length";
+  for (const Round& r : rounds) {
+    json cands = json::array();
+    for (const Candidate& c : r.top)
+      cands.push_back({{"id", c.id}, {"token", c.token}, {"logit", c.logit}, {"prob", c.prob}});
+    json att = json::array();
+    for (const AttentionRows& a : r.attention)
+      att.push_back({{"name", a.name},
+                     {"layer", a.layer},
+                     {"kind", a.kind},
+                     {"head", a.head},
+                     {"rows", a.rows},
+                     {"cols", a.cols},
+                     {"weights", a.weights}});
+    json stop = {{"stopped", r.stop.has_value()},
+                 {"reason", r.stop ? json(*r.stop) : json(nullptr)}};
+    steps.push_back(
+        {{"index", r.index},
+         {"phase", r.phase},
+         {"hypothesis", 0},
+         {"fed", r.fed},
+         {"fed_tokens",
+          [&] {
+            json t = json::array();
+            for (int32_t id : r.fed) t.push_back(vocab.token(id));
+            return t;
+          }()},
+         {"cache_before", r.cache_before},
+         {"cache_after", r.cache_after},
+         {"logits", r.logits},
+         {"candidates", cands},
+         {"selected",
+          {{"id", r.selected.id}, {"token", r.selected.token}, {"prob", r.selected.prob}}},
+         {"stop", stop},
+         {"attention", att},
+         {"max_abs_delta", r.max_abs_delta ? json(*r.max_abs_delta) : json(nullptr)},
+         {"sequence", r.sequence},
+         {"processed", r.cache_after}});
+    result.push_back(r.selected.id);
+    cache_lengths.push_back(r.cache_after);
+    if (r.stop) stop_reason = *r.stop;
+  }
+  std::vector<int32_t> shown = result;
+  if (!shown.empty() && shown.back() == vocab.eos_id()) shown.pop_back();
+  return {{"format", "seqtape-trace"},
+          {"version", 1},
+          {"source", source},
+          {"model", model.config().to_json()},
+          {"vocab", vocab.tokens()},
+          {"input", {{"text", tok.decode(prompt)}, {"ids", prompt}}},
+          {"search", {{"kind", "greedy"}, {"beam_size", 1}}},
+          {"steps", steps},
+          {"result",
+           {{"tokens", result},
+            {"text", tok.decode(shown)},
+            {"stop_reason", stop_reason},
+            {"cache_lengths", cache_lengths}}}};
+}
+
+OutputHeadExample output_head_example() {
+  OutputHeadExample ex;
+  ex.h = {1, 2};
+  ex.w = {{0, 1, 0, 1, -1, 0}, {0, 0, 1, 1, 0, -1}};
+  NoGradGuard no_grad;
+  Var h(Tensor::from(ex.h, {1, 2}));  // [1, C=2]
+  std::vector<double> flat;
+  for (const auto& row : ex.w) flat.insert(flat.end(), row.begin(), row.end());
+  Var w(Tensor::from(flat, {2, 6}));  // [C=2, V=6]
+  Var s = matmul(h, w);               // [1, V=6]
+  ex.scores = s.value().to_vector();
+  ex.argmax = std::max_element(ex.scores.begin(), ex.scores.end()) - ex.scores.begin();
+  return ex;
+}
+
+std::vector<StateRow> state_example(DecoderOnly& model) {
+  // The bookkeeping of the document: output = every token selected so far (prompt included),
+  // cache = tokens processed; pending = output minus cache.
+  std::vector<StateRow> rows;
+  std::vector<int32_t> output = {kF15Wo, kF15Ai, kF15Xuexi};
+  int64_t cache = 0;
+  auto row = [&](const std::string& event) {
+    rows.push_back({event, output, cache, {output.begin() + cache, output.end()}});
+  };
+  row("prompt given");
+  cache = static_cast<int64_t>(output.size());  // prefill processes the 3 prompt tokens
+  auto z = last_logits(model, output);
+  output.push_back(static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin()));
+  row("prefill, then select");
+  cache = static_cast<int64_t>(output.size());  // decode processes the selected token
+  z = last_logits(model, output);
+  output.push_back(static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin()));
+  row("decode, then select");
+  return rows;
+}
+
+int32_t greedy_pick(const std::vector<int32_t>& ids, const std::vector<double>& probs) {
+  if (ids.empty() || ids.size() != probs.size())
+    throw Error("greedy_pick: " + std::to_string(ids.size()) + " ids and " +
+                std::to_string(probs.size()) + " probabilities");
+  return ids[static_cast<size_t>(std::max_element(probs.begin(), probs.end()) - probs.begin())];
+}
+
+}  // namespace seqtape::reference
