@@ -5,9 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "train/checkpoint.h"
 #include "train/copy_task.h"
-#include "train/safetensors.h"
+#include "train/export.h"
 #include "train/trainer.h"
 
 namespace seqtape::cli {
@@ -199,18 +198,9 @@ void register_export(CLI::App& app, Runner& run) {
   sub->add_option("--out", a->out, "output directory")->required();
   sub->callback([&run, a] {
     run = [a] {
-      Checkpoint c = load_checkpoint(a->model);
-      std::filesystem::create_directories(a->out);
-      const auto dir = std::filesystem::path(a->out);
-      write_safetensors((dir / "model.safetensors").string(), c.params,
-                        {{"format", "seqtape"},
-                         {"linear_layout", "[in, out]: y = x @ W + b"},
-                         {"step", std::to_string(c.step)}});
-      std::ofstream(dir / "config.json") << nlohmann::json::parse(c.config_json).dump(2) << "\n";
-      std::ofstream v(dir / "vocab.txt");
-      for (const auto& t : c.vocab) v << t << "\n";
-      std::printf("wrote %zu tensors to %s, with config.json and vocab.txt\n", c.params.size(),
-                  (dir / "model.safetensors").string().c_str());
+      ExportReport r = export_checkpoint(a->model, a->out);
+      std::printf("wrote %zu tensors to %s, with config.json and vocab.txt\n", r.tensors,
+                  r.safetensors_path.c_str());
       return kOk;
     };
   });

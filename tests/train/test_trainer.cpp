@@ -2,18 +2,20 @@
 // is bit-identical, a poisoned step is rejected with the last good checkpoint intact, and
 // the optimizers and clipping do what they say.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "autograd/ops.h"
 #include "train/checkpoint.h"
 #include "train/copy_task.h"
+#include "train/export.h"
+#include "train/safetensors.h"
 #include "train/trainer.h"
 
 namespace seqtape {
@@ -21,10 +23,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string src_path(const std::string& rel) { return std::string(SEQTAPE_SOURCE_DIR) + "/" + rel; }
+std::string src_path(const std::string& rel) {
+  return std::string(SEQTAPE_SOURCE_DIR) + "/" + rel;
+}
 
 fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("seqtape_test_trainer_" + name + "_" + std::to_string(::getpid()));
+  fs::path d = fs::temp_directory_path() /
+               ("seqtape_test_trainer_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -61,7 +66,8 @@ TEST(Trainer, SeedPresetLearnsTheReferenceSentenceAndDecodesItBack) {
   ASSERT_EQ(params.size(), c.params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     ASSERT_EQ(params[i].first, c.params[i].name);
-    std::memcpy(params[i].second.mutable_value().raw(), c.params[i].value.raw(), c.params[i].value.nbytes());
+    std::memcpy(params[i].second.mutable_value().raw(), c.params[i].value.raw(),
+                c.params[i].value.nbytes());
   }
   Vocab vocab = Vocab::load(src_path("datasets/reference/vocab.txt"));
   auto got = greedy_uncached(*model, vocab, {{3, 4, 4, 5, 6, 7, 2}}, 20);
@@ -146,7 +152,8 @@ TEST(Trainer, NonFiniteLossRejectsTheStepAndKeepsTheLastGoodCheckpoint) {
   Checkpoint c = load_checkpoint((out / "checkpoint.bin").string());
   EXPECT_EQ(c.step, 4);
   for (const auto& t : c.params)
-    for (int64_t i = 0; i < t.value.numel(); ++i) ASSERT_TRUE(std::isfinite(t.value.get(i))) << t.name;
+    for (int64_t i = 0; i < t.value.numel(); ++i)
+      ASSERT_TRUE(std::isfinite(t.value.get(i))) << t.name;
   fs::remove_all(out);
 }
 
@@ -251,6 +258,38 @@ TEST(Optimizers, StateRoundTripsAndRejectsAnotherShape) {
   EXPECT_EQ(opt2.steps(), 1);
   copy[0].value = Tensor::zeros({3}, DType::F32);
   EXPECT_THROW(opt2.load_state(copy, 1), Error);
+}
+
+}  // namespace
+}  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+TEST(Export, SafetensorsHoldEveryParameterUnderItsDottedName) {
+  fs::path out = temp_dir("export");
+  std::ostringstream log;
+  TrainOptions o = seed_options(out);
+  o.steps = 3;
+  train(o, log);
+  ExportReport r = export_checkpoint((out / "checkpoint.bin").string(), (out / "export").string());
+  Checkpoint c = load_checkpoint((out / "checkpoint.bin").string());
+  SafetensorsFile f = read_safetensors(r.safetensors_path);
+  ASSERT_EQ(f.tensors.size(), c.params.size());
+  EXPECT_EQ(f.metadata.at("linear_layout"), "[in, out]: y = x @ W + b");
+  for (size_t i = 0; i < c.params.size(); ++i) {
+    EXPECT_EQ(f.tensors[i].name, c.params[i].name);
+    ASSERT_EQ(f.tensors[i].value.shape(), c.params[i].value.shape());
+    EXPECT_EQ(0, std::memcmp(f.tensors[i].value.raw(), c.params[i].value.raw(),
+                             c.params[i].value.nbytes()));
+  }
+  EXPECT_EQ(
+      ModelConfig::from_json(nlohmann::json::parse(std::ifstream(out / "export" / "config.json")))
+          .d_model,
+      4);
+  EXPECT_EQ(Vocab::load((out / "export" / "vocab.txt").string()).tokens(), c.vocab);
+  EXPECT_THROW(export_checkpoint((out / "missing.bin").string(), (out / "e2").string()), Error);
+  fs::remove_all(out);
 }
 
 }  // namespace

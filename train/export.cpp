@@ -1,0 +1,38 @@
+#include "train/export.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "nn/config.h"
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
+
+namespace seqtape {
+
+ExportReport export_checkpoint(const std::string& checkpoint_path, const std::string& out_dir) {
+  Checkpoint c = load_checkpoint(checkpoint_path);
+  ModelConfig cfg;
+  try {
+    cfg = ModelConfig::from_json(nlohmann::json::parse(c.config_json));
+  } catch (const nlohmann::json::exception& e) {
+    fail(checkpoint_path, std::string("invalid configuration: ") + e.what());
+  }
+  namespace fs = std::filesystem;
+  fs::create_directories(out_dir);
+  const fs::path dir(out_dir);
+  ExportReport r;
+  r.tensors = c.params.size();
+  r.safetensors_path = (dir / "model.safetensors").string();
+  write_safetensors(r.safetensors_path, c.params,
+                    {{"format", "seqtape"},
+                     {"linear_layout", "[in, out]: y = x @ W + b"},
+                     {"step", std::to_string(c.step)}});
+  std::ofstream(dir / "config.json") << cfg.to_json().dump(2) << "\n";
+  std::ofstream v(dir / "vocab.txt");
+  for (const auto& t : c.vocab) v << t << "\n";
+  if (!v) fail((dir / "vocab.txt").string(), "could not be written");
+  return r;
+}
+
+}  // namespace seqtape
