@@ -12,6 +12,9 @@ packages=(
   libcli11-dev      # command line
   nlohmann-json3-dev # JSON config, export and traces
   libxxhash-dev     # checkpoint checksums
+  chromium chromium-driver  # the browser test of web/player.html (headless, Debian's build)
+  nodejs            # drives the browser test (web/test/player_test.mjs; built-in fetch, no npm)
+  fonts-wqy-microhei # CJK glyphs in the page's screenshots
 )
 if [ "${SEQTAPE_WITH_EXTRAS:-0}" = 1 ]; then
   packages+=(clang libclang-rt-14-dev)
