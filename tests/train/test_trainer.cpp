@@ -294,3 +294,36 @@ TEST(Export, SafetensorsHoldEveryParameterUnderItsDottedName) {
 
 }  // namespace
 }  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+TEST(Trainer, ResumeRejectsParametersThatDoNotMatchTheConfig) {
+  fs::path out = temp_dir("shape_mismatch");
+  std::ostringstream log;
+  TrainOptions o = seed_options(out);
+  o.steps = 2;
+  train(o, log);
+  const std::string path = (out / "checkpoint.bin").string();
+  Checkpoint c = load_checkpoint(path);
+  auto cfg = nlohmann::json::parse(c.config_json);
+  cfg["d_ff"] = 8;  // the saved FFN weights are [4,16]
+  c.config_json = cfg.dump();
+  save_checkpoint(path, c);
+  TrainOptions again = seed_options(out);
+  again.steps = 4;
+  again.resume = true;
+  try {
+    train(again, log);
+    FAIL() << "expected a shape mismatch";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("checkpoint.bin"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ffn.w1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[4,16]"), std::string::npos) << msg;
+  }
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace seqtape
