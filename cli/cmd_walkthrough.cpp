@@ -345,7 +345,7 @@ int run_walkthrough(const WalkArgs& a) {
   }
   if (!a.write_f15.empty()) {
     F15Model m = write_f15(a.write_f15);
-    std::cout << "wrote " << (fs::path(a.write_f15) / "vocab.txt").string() << " and "
+    std::cout << "wrote " << (fs::path(a.write_f15) / "vocab.txt").string() << ", run.json and "
               << (fs::path(a.write_f15) / "checkpoint.bin").string() << " (head fitted in "
               << m.fit.steps << " steps)\n";
     return kOk;
@@ -389,7 +389,8 @@ void register_walkthrough(CLI::App& app, Runner& run) {
       "  seqtape walkthrough                      both documents\n"
       "  seqtape walkthrough --f15                the F15 model only\n"
       "  seqtape walkthrough --f15-checkpoint datasets/f15/checkpoint.bin\n"
-      "  seqtape walkthrough --write-f15 datasets/f15   regenerate vocab.txt + checkpoint.bin\n"
+      "  seqtape walkthrough --write-f15 datasets/f15   regenerate vocab.txt, checkpoint.bin, "
+      "run.json\n"
       "  seqtape walkthrough --trace f15.json     the F15 run as a trace for web/player.html\n"
       "  seqtape walkthrough --embed-trace f15.json --out web/f15_trace.js");
   auto* f15 = sub->add_flag("--f15", a->only_f15, "print only the F15 (decoder-only) document");
@@ -398,8 +399,9 @@ void register_walkthrough(CLI::App& app, Runner& run) {
   sub->add_option("--f15-checkpoint", a->f15_checkpoint,
                   "use this F15 checkpoint instead of rebuilding the model from its seed")
       ->check(CLI::ExistingFile);
-  sub->add_option("--write-f15", a->write_f15,
-                  "write the F15 vocab.txt and checkpoint.bin (deterministic) into DIR and exit");
+  sub->add_option(
+      "--write-f15", a->write_f15,
+      "write the F15 vocab.txt, checkpoint.bin and run.json (deterministic) into DIR and exit");
   sub->add_option("--trace", a->trace_out, "write the F15 greedy run as a trace JSON and exit");
   sub->add_option(
          "--embed-trace", a->embed_in,

@@ -8,12 +8,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/rng.h"
 #include "nn/loss.h"
+#include "reference/f15_run.h"
 #include "train/optim.h"
 
 namespace seqtape::reference {
@@ -244,6 +246,9 @@ F15Model write_f15(const std::string& dir) {
   F15Model m = make_f15_model();
   f15_vocab().save((fs::path(dir) / "vocab.txt").string());
   save_checkpoint((fs::path(dir) / "checkpoint.bin").string(), f15_checkpoint(*m.model, m.fit));
+  std::ofstream run(fs::path(dir) / "run.json", std::ios::binary);
+  run << f15_run_json(*m.model).dump(1) << "\n";
+  if (!run) fail((fs::path(dir) / "run.json").string(), "write failed");
   return m;
 }
 

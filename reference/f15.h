@@ -71,7 +71,8 @@ F15Model make_f15_model();  // base + fit: the published model, deterministic
 // The fields train/trainer.cpp writes: config, vocabulary, parameters, optimizer "sgd" (no
 // state), step = fit steps, an RNG state, a loader state and the fit summary as metrics.
 Checkpoint f15_checkpoint(const DecoderOnly& model, const F15Fit& fit);
-// Writes DIR/vocab.txt and DIR/checkpoint.bin; returns the model written.
+// Writes DIR/vocab.txt, DIR/checkpoint.bin and DIR/run.json (reference/f15_run.h); returns
+// the model written.
 F15Model write_f15(const std::string& dir);
 // A model whose parameters come from a checkpoint (names and shapes must match the F15 model).
 std::unique_ptr<DecoderOnly> load_f15_model(const std::string& checkpoint_path);

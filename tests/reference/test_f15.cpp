@@ -3,9 +3,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "reference/f15.h"
+#include "reference/f15_run.h"
 
 namespace seqtape::reference {
 namespace {
@@ -138,6 +140,30 @@ TEST(F15, StateExampleCacheLagsTheOutputByOne) {
   EXPECT_EQ(rows[2].output.size(), 5u);
   // The document's given probabilities [0.6,0.3,0.1] over ids [4,5,<eos>]: greedy takes 4.
   EXPECT_EQ(greedy_pick({4, 5, 6}, {0.6, 0.3, 0.1}), 4);
+}
+
+TEST(F15, RunJsonHasEveryParameterAndIntermediateAndMatchesTheShippedOne) {
+  F15Model& m = published();
+  nlohmann::json run = f15_run_json(*m.model);
+  EXPECT_EQ(run["parameters"].size(), m.model->named_parameters().size());
+  EXPECT_EQ(run["result"]["selections"], nlohmann::json({3, 5, 6}));
+  EXPECT_EQ(run["result"]["cache_lengths"], nlohmann::json({2, 3, 4}));
+  ASSERT_EQ(run["rounds"].size(), 3u);
+  for (const auto& r : run["rounds"]) {
+    for (const char* key :
+         {"x", "q", "k_new", "v_new", "k_cache", "v_cache", "scores", "weights", "context",
+          "attn_out", "h1", "ffn_pre", "ffn_act", "ffn_out", "h", "logits", "probs"})
+      EXPECT_TRUE(r.contains(key)) << key;
+    // The plain cached forward agrees with recomputing the prefix on the training model.
+    EXPECT_LT(r["max_abs_delta_recompute"].get<double>(), 1e-5);
+    EXPECT_EQ(r["k_cache"].size(), r["cache_after"].get<size_t>());
+  }
+  std::ifstream in(kShipped + "/run.json");
+  ASSERT_TRUE(in) << "datasets/f15/run.json is missing";
+  nlohmann::json shipped = nlohmann::json::parse(in);
+  EXPECT_LT(json_max_abs_diff(run, shipped), 1e-5)
+      << "datasets/f15/run.json differs from the generator's output; rerun "
+         "`seqtape walkthrough --write-f15 datasets/f15`";
 }
 
 }  // namespace
