@@ -22,6 +22,7 @@ void register_gradcheck(CLI::App& app, Runner& run);
 void register_train(CLI::App& app, Runner& run);
 void register_gen_copy(CLI::App& app, Runner& run);
 void register_export(CLI::App& app, Runner& run);
+void register_generate(CLI::App& app, Runner& run);
 void register_walkthrough(CLI::App& app, Runner& run);
 
 }  // namespace seqtape::cli

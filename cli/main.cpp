@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   register_train(app, run);
   register_gen_copy(app, run);
   register_export(app, run);
+  register_generate(app, run);
   register_walkthrough(app, run);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,219 @@
+// Greedy decoding with the KV cache against the uncached recompute, on the seed and medium
+// configurations (random-init weights; generation forced to continue with min_new = max_new),
+// plus the cost of one cached step at position 16 vs 256 and its achieved GFLOP/s against
+// cblas_sgemv over the same weight matrices. Every figure is a ratio within this run.
+//
+// Dimension key: N generated tokens, C d_model, F d_ff, V vocabulary, L decoder layers,
+// S source length.
+#include <cblas.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "bench/bench_util.h"
+#include "infer/model.h"
+#include "infer/search.h"
+#include "infer/session.h"
+#include "train/trainer.h"
+
+namespace seqtape {
+namespace {
+
+struct Setup {
+  std::string name;
+  std::unique_ptr<TransformerModel> net;
+  std::unique_ptr<InferenceModel> m;
+  std::vector<int32_t> src;  // S ids ending with <eos>
+};
+
+Vocab synthetic_vocab(int64_t V) {
+  std::vector<std::string> t = {"<pad>", "<bos>", "<eos>"};
+  for (int64_t i = 3; i < V; ++i) t.push_back("c" + std::to_string(i));
+  return Vocab::from_tokens(t);
+}
+
+// seed: the reference model (C 4, H 1, 2+2 layers, F 16), V 10, the 7-token copy sample;
+// medium: C 256, H 4, 3+3 layers, F 1024, V 64, S 32. max_positions 600 for 512 new tokens.
+Setup& setup(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Setup>> cache;
+  auto& slot = cache[name];
+  if (slot) return *slot;
+  const int64_t V = name == "seed" ? 10 : 64, S = name == "seed" ? 7 : 32;
+  ModelConfig cfg = preset(name, static_cast<int>(V));
+  cfg.max_positions = 600;
+  cfg.init_seed = 1;
+  slot = std::make_unique<Setup>();
+  slot->name = name;
+  slot->net = make_model(cfg);
+  std::vector<NamedTensor> w;
+  for (auto& [n, p] : slot->net->named_parameters()) w.push_back({n, p.value()});
+  slot->m = std::make_unique<InferenceModel>(cfg, synthetic_vocab(V), w, name);
+  for (int64_t i = 0; i + 1 < S; ++i)
+    slot->src.push_back(static_cast<int32_t>(3 + (i * 7) % (V - 3)));
+  slot->src.push_back(2);
+  return *slot;
+}
+
+// One weight matrix a cached decoder step multiplies a row vector by.
+struct Gemv {
+  const float* w;
+  int64_t in, out;
+};
+std::vector<Gemv> step_weights(const InferenceModel& m) {
+  std::vector<Gemv> g;
+  const int64_t C = m.config().d_model, F = m.config().d_ff, V = m.config().vocab_size;
+  for (const DecoderLayerParams& l : m.decoder_layers()) {
+    for (const Tensor* w : {&l.self_attn.wq, &l.self_attn.wk, &l.self_attn.wv, &l.self_attn.wo})
+      g.push_back({w->data<float>(), C, C});
+    if (m.seq2seq())
+      for (const Tensor* w : {&l.cross_attn.wq, &l.cross_attn.wo})
+        g.push_back({w->data<float>(), C, C});
+    g.push_back({l.ffn.w1.data<float>(), C, F});
+    g.push_back({l.ffn.w2.data<float>(), F, C});
+  }
+  g.push_back({m.out_weight().data<float>(), C, V});
+  return g;
+}
+double step_weight_flops(const InferenceModel& m) {
+  double f = 0;
+  for (const Gemv& g : step_weights(m)) f += 2.0 * static_cast<double>(g.in * g.out);
+  return f;
+}
+
+const std::vector<int64_t> kLengths = {16, 64, 256, 512};
+const std::vector<std::string> kConfigs = {"seed", "medium"};
+
+void BM_decode(benchmark::State& st, const std::string& cfg, bool cached, int64_t n) {
+  Setup& s = setup(cfg);
+  GenerateOptions o;
+  o.min_new = o.max_new = n;  // <eos> blocked: exactly n tokens
+  o.use_cache = cached;
+  for (auto _ : st) {
+    auto r = generate(*s.m, {s.src}, o);
+    if (static_cast<int64_t>(r[0].tokens.size()) != n) st.SkipWithError("wrong token count");
+    benchmark::DoNotOptimize(r[0].tokens.data());
+  }
+  st.counters["per_token"] =
+      benchmark::Counter(static_cast<double>(n * st.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+// One cached step at cache length `pos`: prefill to pos, then step and rewind repeatedly.
+void BM_step_at(benchmark::State& st, const std::string& cfg, int64_t pos) {
+  Setup& s = setup(cfg);
+  DecodeSession sess(*s.m);
+  sess.begin({s.src}, {0}, pos + 1);
+  std::vector<int32_t> prefix = {1};
+  for (int64_t i = 1; i < pos; ++i) prefix.push_back(static_cast<int32_t>(3 + i % 5));
+  const std::vector<int32_t> row = {0};
+  sess.prefill(row, {prefix});
+  const int32_t tok = 4;
+  for (auto _ : st) {
+    benchmark::DoNotOptimize(sess.step(row, std::span<const int32_t>(&tok, 1)));
+    sess.rewind(0, pos);
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(step_weight_flops(*s.m) * static_cast<double>(st.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+  st.counters["kv_bytes_per_token"] = static_cast<double>(sess.kv_bytes_per_position());
+}
+
+// Raw cblas_sgemv over exactly the matrices one cached step multiplies by.
+void BM_sgemv_weights(benchmark::State& st, const std::string& cfg) {
+  Setup& s = setup(cfg);
+  const std::vector<Gemv> gs = step_weights(*s.m);
+  std::vector<float> x(2048, 0.5f), y(2048);
+  for (auto _ : st)
+    for (const Gemv& g : gs) {
+      cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(g.in),
+                  static_cast<blasint>(g.out), 1.f, g.w, static_cast<blasint>(g.out), x.data(), 1,
+                  0.f, y.data(), 1);
+      benchmark::DoNotOptimize(y.data());
+    }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(step_weight_flops(*s.m) * static_cast<double>(st.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
+std::string decode_name(const std::string& cfg, bool cached, int64_t n) {
+  return "decode/" + cfg + (cached ? "/cached/" : "/uncached/") + std::to_string(n);
+}
+
+const bool kRegistered = [] {
+  for (const std::string& cfg : kConfigs) {
+    for (int64_t n : kLengths)
+      for (bool cached : {true, false}) {
+        auto* b = benchmark::RegisterBenchmark(decode_name(cfg, cached, n).c_str(), BM_decode, cfg,
+                                               cached, n)
+                      ->UseRealTime()
+                      ->Unit(benchmark::kMillisecond);
+        // The uncached recompute is quadratic: a few seconds per medium run at 256+.
+        if (!cached && cfg == "medium" && n >= 256) b->Iterations(1);
+        if (!cached && cfg == "medium" && n == 64) b->Iterations(2);
+      }
+    for (int64_t pos : {16, 256})
+      benchmark::RegisterBenchmark(("step/" + cfg + "/" + std::to_string(pos)).c_str(), BM_step_at,
+                                   cfg, pos)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("sgemv/" + cfg).c_str(), BM_sgemv_weights, cfg)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  return true;
+}();
+
+// The reporter keys runs by name without "/real_time"; runs with fixed iterations also carry
+// "/iterations:N".
+double ns_of(const bench::RatioReporter& rep, const std::string& name) {
+  if (rep.has(name)) return rep.ns(name);
+  for (int it : {1, 2})
+    if (rep.has(name + "/iterations:" + std::to_string(it)))
+      return rep.ns(name + "/iterations:" + std::to_string(it));
+  return 0;
+}
+
+}  // namespace
+}  // namespace seqtape
+
+int main(int argc, char** argv) {
+  using namespace seqtape;
+  benchmark::Initialize(&argc, argv);
+  bench::print_blas_banner();
+  bench::RatioReporter rep;
+  benchmark::RunSpecifiedBenchmarks(&rep);
+
+  std::printf(
+      "\nGreedy decode, batch 1: time per generated token, cached vs uncached (same run)\n");
+  std::printf("%-8s %6s %16s %16s %10s\n", "config", "tokens", "cached us/tok", "uncached us/tok",
+              "speedup");
+  for (const std::string& cfg : kConfigs)
+    for (int64_t n : kLengths) {
+      const double c = ns_of(rep, decode_name(cfg, true, n)),
+                   u = ns_of(rep, decode_name(cfg, false, n));
+      if (c == 0 || u == 0) continue;
+      std::printf("%-8s %6lld %16.2f %16.2f %9.1fx\n", cfg.c_str(), static_cast<long long>(n),
+                  c / 1e3 / static_cast<double>(n), u / 1e3 / static_cast<double>(n), u / c);
+    }
+  std::printf("\n%-8s %14s %14s %10s %12s %12s %12s %8s\n", "config", "KV B/token", "2*L*d*4",
+              "step@16 us", "step@256 us", "256/16", "step GF/s", "sgemv%");
+  for (const std::string& cfg : kConfigs) {
+    const std::string s16 = "step/" + cfg + "/16", s256 = "step/" + cfg + "/256";
+    if (!rep.has(s16) || !rep.has(s256)) continue;
+    const ModelConfig& c = setup(cfg).m->config();
+    const double formula = 2.0 * static_cast<double>(c.n_decoder_layers * c.d_model) * 4.0;
+    const double sg = rep.counter("sgemv/" + cfg, "GFLOP/s"), gf = rep.counter(s16, "GFLOP/s");
+    std::printf("%-8s %14.0f %14.0f %10.2f %12.2f %11.2fx %12.2f %7.0f%%\n", cfg.c_str(),
+                rep.counter(s16, "kv_bytes_per_token"), formula, rep.ns(s16) / 1e3,
+                rep.ns(s256) / 1e3, rep.ns(s256) / rep.ns(s16), gf, sg > 0 ? 100 * gf / sg : 0.0);
+  }
+  std::printf(
+      "\nTargets (issue 4): medium at 256 tokens cached >= 20x faster than uncached; cached step "
+      "at position 256 <= 1.5x position 16; cached step >= 50%% of cblas_sgemv GFLOP/s (step "
+      "GFLOP/s counts the weight matrices only; sgemv%% is measured at position 16). The seed "
+      "model's per-step weights are ~1 KB, so reading the 256-position cache dominates its "
+      "step: its 256/16 ratio measures attention, not weight traffic.\n");
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,213 @@
+// InferenceModel: checks the named weights against the configuration and files them by role.
+//
+// Dimension key: V vocabulary, C d_model, F d_ff, P max_positions.
+#include "infer/model.h"
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "nn/sinusoidal.h"
+
+namespace seqtape {
+
+namespace {
+
+using Expected = std::vector<std::pair<std::string, Shape>>;
+
+void add_attention(Expected& e, const std::string& p, const ModelConfig& c) {
+  const int64_t C = c.d_model;
+  for (const char* w : {"q", "k", "v", "o"}) {
+    e.push_back({p + ".w" + w, {C, C}});
+    if (c.attn_bias) e.push_back({p + ".b" + w, {C}});
+  }
+}
+void add_norm(Expected& e, const std::string& p, const ModelConfig& c) {
+  if (c.norm == NormPlacement::None) return;
+  e.push_back({p + ".gamma", {c.d_model}});
+  e.push_back({p + ".beta", {c.d_model}});
+}
+void add_ffn(Expected& e, const std::string& p, const ModelConfig& c) {
+  e.push_back({p + ".w1", {c.d_model, c.d_ff}});
+  if (c.ffn_bias) e.push_back({p + ".b1", {c.d_ff}});
+  e.push_back({p + ".w2", {c.d_ff, c.d_model}});
+  if (c.ffn_bias) e.push_back({p + ".b2", {c.d_model}});
+}
+
+// The given weights by name.
+class ParamTable {
+ public:
+  ParamTable(const std::vector<NamedTensor>& params, std::string where) : where_(std::move(where)) {
+    for (const NamedTensor& p : params) {
+      if (!p.value.defined()) fail(where_, "parameter '" + p.name + "' is undefined");
+      if (!by_name_.emplace(p.name, &p.value).second)
+        fail(where_, "parameter '" + p.name + "' appears twice");
+    }
+  }
+  // Float32 tensors are shared; float64 ones are converted.
+  Tensor get(const std::string& name) {
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) fail(where_, "missing parameter '" + name + "'");
+    const Tensor& t = *it->second;
+    return t.dtype() == DType::F32 ? t : t.to(DType::F32);
+  }
+  Tensor maybe(const std::string& name, bool present) { return present ? get(name) : Tensor(); }
+  const std::string& where() const { return where_; }
+  const std::map<std::string, const Tensor*>& all() const { return by_name_; }
+
+ private:
+  std::string where_;
+  std::map<std::string, const Tensor*> by_name_;
+};
+
+AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig& c) {
+  AttnParams a;
+  a.wq = t.get(p + ".wq");
+  a.bq = t.maybe(p + ".bq", c.attn_bias);
+  a.wk = t.get(p + ".wk");
+  a.bk = t.maybe(p + ".bk", c.attn_bias);
+  a.wv = t.get(p + ".wv");
+  a.bv = t.maybe(p + ".bv", c.attn_bias);
+  a.wo = t.get(p + ".wo");
+  a.bo = t.maybe(p + ".bo", c.attn_bias);
+  return a;
+}
+NormParams take_norm(ParamTable& t, const std::string& p, const ModelConfig& c) {
+  const bool on = c.norm != NormPlacement::None;
+  return {t.maybe(p + ".gamma", on), t.maybe(p + ".beta", on)};
+}
+FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
+  return {t.get(p + ".w1"), t.maybe(p + ".b1", c.ffn_bias), t.get(p + ".w2"),
+          t.maybe(p + ".b2", c.ffn_bias)};
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Shape>> InferenceModel::expected_parameters(
+    const ModelConfig& c) {
+  Expected e;
+  e.push_back({"embed.weight", {c.vocab_size, c.d_model}});
+  if (c.pos_encoding == PosEncoding::Learned)
+    e.push_back({"pos.weight", {c.max_positions, c.d_model}});
+  const bool s2s = c.arch == Arch::Seq2Seq;
+  if (s2s) {
+    for (int64_t i = 0; i < c.n_encoder_layers; ++i) {
+      const std::string p = "encoder.layers." + std::to_string(i);
+      add_attention(e, p + ".self_attn", c);
+      add_norm(e, p + ".norm1", c);
+      add_ffn(e, p + ".ffn", c);
+      add_norm(e, p + ".norm2", c);
+    }
+    if (c.norm == NormPlacement::Pre) add_norm(e, "encoder.final_norm", c);
+  }
+  for (int64_t i = 0; i < c.n_decoder_layers; ++i) {
+    const std::string p = "decoder.layers." + std::to_string(i);
+    add_attention(e, p + ".self_attn", c);
+    add_norm(e, p + ".norm1", c);
+    if (s2s) {
+      add_attention(e, p + ".cross_attn", c);
+      add_norm(e, p + ".norm2", c);
+    }
+    add_ffn(e, p + ".ffn", c);
+    add_norm(e, p + (s2s ? ".norm3" : ".norm2"), c);
+  }
+  if (c.norm == NormPlacement::Pre) add_norm(e, "decoder.final_norm", c);
+  if (!c.tie_output) e.push_back({"out_proj.weight", {c.d_model, c.vocab_size}});
+  e.push_back({"out_proj.bias", {c.vocab_size}});
+  return e;
+}
+
+InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
+                               const std::vector<NamedTensor>& params, const std::string& where)
+    : cfg_(cfg), vocab_(std::move(vocab)) {
+  try {
+    cfg_.validate();
+  } catch (const Error& e) {
+    fail(where, std::string("invalid model configuration: ") + e.what());
+  }
+  if (vocab_.size() != cfg_.vocab_size)
+    fail(where, "the vocabulary has " + std::to_string(vocab_.size()) +
+                    " tokens, the configuration's vocab_size is " +
+                    std::to_string(cfg_.vocab_size));
+
+  // Names and shapes first, so the message names the first problem in model order.
+  const Expected expected = expected_parameters(cfg_);
+  ParamTable table(params, where);
+  std::map<std::string, Shape> want(expected.begin(), expected.end());
+  for (const auto& [name, shape] : expected) {
+    auto it = table.all().find(name);
+    if (it == table.all().end())
+      fail(where, "missing parameter '" + name + "' " + shape_str(shape) + " (the " +
+                      to_string(cfg_.arch) + " configuration needs it)");
+    if (it->second->shape() != shape)
+      fail(where, "parameter '" + name + "' has shape " + shape_str(it->second->shape()) +
+                      ", the configuration needs " + shape_str(shape));
+  }
+  for (const auto& [name, t] : table.all())
+    if (!want.count(name))
+      fail(where, "unexpected parameter '" + name + "' " + shape_str(t->shape()) +
+                      " (not part of this " + to_string(cfg_.arch) + " configuration)");
+  for (const auto& [name, t] : table.all()) {
+    for (int64_t i = 0; i < t->numel(); ++i)
+      if (!std::isfinite(t->get(i)))
+        fail(where, "parameter '" + name + "' holds a non-finite value (" +
+                        std::to_string(t->get(i)) + ") at flat index " + std::to_string(i));
+    parameter_count_ += static_cast<size_t>(t->numel());
+  }
+
+  embed_ = table.get("embed.weight");  // [V, C]
+  if (cfg_.pos_encoding == PosEncoding::Learned)
+    positions_ = table.get("pos.weight");  // [P, C]
+  else if (cfg_.pos_encoding == PosEncoding::Sinusoidal)
+    positions_ = sinusoidal_table(static_cast<int>(cfg_.max_positions),
+                                  static_cast<int>(cfg_.d_model), cfg_.pe_base,
+                                  DType::F32);  // [P, C], the training model's table
+  const bool s2s = seq2seq();
+  if (s2s) {
+    for (int64_t i = 0; i < cfg_.n_encoder_layers; ++i) {
+      const std::string p = "encoder.layers." + std::to_string(i);
+      EncoderLayerParams l;
+      l.self_attn = take_attention(table, p + ".self_attn", cfg_);
+      l.self_norm = take_norm(table, p + ".norm1", cfg_);
+      l.ffn = take_ffn(table, p + ".ffn", cfg_);
+      l.ffn_norm = take_norm(table, p + ".norm2", cfg_);
+      encoder_.push_back(std::move(l));
+    }
+    if (cfg_.norm == NormPlacement::Pre)
+      encoder_final_ = take_norm(table, "encoder.final_norm", cfg_);
+  }
+  for (int64_t i = 0; i < cfg_.n_decoder_layers; ++i) {
+    const std::string p = "decoder.layers." + std::to_string(i);
+    DecoderLayerParams l;
+    l.self_attn = take_attention(table, p + ".self_attn", cfg_);
+    l.self_norm = take_norm(table, p + ".norm1", cfg_);
+    if (s2s) {
+      l.cross_attn = take_attention(table, p + ".cross_attn", cfg_);
+      l.cross_norm = take_norm(table, p + ".norm2", cfg_);
+    }
+    l.ffn = take_ffn(table, p + ".ffn", cfg_);
+    l.ffn_norm = take_norm(table, p + (s2s ? ".norm3" : ".norm2"), cfg_);
+    decoder_.push_back(std::move(l));
+  }
+  if (cfg_.norm == NormPlacement::Pre)
+    decoder_final_ = take_norm(table, "decoder.final_norm", cfg_);
+  tied_ = cfg_.tie_output;
+  if (!tied_) out_w_ = table.get("out_proj.weight");  // [C, V]
+  out_b_ = table.get("out_proj.bias");                // [V]
+}
+
+InferenceModel InferenceModel::load(const std::string& path) {
+  Checkpoint ckpt = load_checkpoint(path);
+  ModelConfig cfg;
+  try {
+    cfg = ModelConfig::from_json(nlohmann::json::parse(ckpt.config_json));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, std::string("invalid model configuration JSON: ") + e.what());
+  } catch (const Error& e) {
+    fail(path, std::string("invalid model configuration: ") + e.what());
+  }
+  Vocab vocab = Vocab::from_tokens(ckpt.vocab, path + ": vocab");
+  return InferenceModel(cfg, std::move(vocab), ckpt.params, path);
+}
+
+}  // namespace seqtape

@@ -1,0 +1,102 @@
+#pragma once
+// InferenceModel: a trained model's configuration, vocabulary and weights, arranged by role for
+// decoding. Built from a checkpoint written by `seqtape train`, or from named tensors — a live
+// training model's parameters share their storage with it, nothing is copied.
+//
+// The weights are the training model's, with its names and its [in, out] layout (y = x·W + b);
+// see nn/transformer.h for the parameter list. infer/ recomputes the same math with the same
+// kernels, without the tape.
+//
+// Dimension key: V vocabulary, C d_model, F d_ff, P max_positions.
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "nn/config.h"
+#include "train/checkpoint.h"  // NamedTensor
+#include "train/tokenizer.h"   // Vocab
+
+namespace seqtape {
+
+// One multi-head attention block. w* [C, C] in the [in, out] layout; b* [C], undefined without
+// attn_bias.
+struct AttnParams {
+  Tensor wq, bq, wk, bk, wv, bv, wo, bo;
+};
+
+// gamma, beta [C]; both undefined with norm placement none.
+struct NormParams {
+  Tensor gamma, beta;
+  bool defined() const { return gamma.defined(); }
+};
+
+// w1 [C, F], b1 [F], w2 [F, C], b2 [C]; biases undefined without ffn_bias.
+struct FfnParams {
+  Tensor w1, b1, w2, b2;
+};
+
+struct EncoderLayerParams {
+  AttnParams self_attn;
+  NormParams self_norm;  // "norm1"
+  FfnParams ffn;
+  NormParams ffn_norm;  // "norm2"
+};
+
+struct DecoderLayerParams {
+  AttnParams self_attn;
+  NormParams self_norm;   // "norm1"
+  AttnParams cross_attn;  // Seq2Seq only
+  NormParams cross_norm;  // "norm2" (Seq2Seq only)
+  FfnParams ffn;
+  NormParams ffn_norm;  // "norm3" after a cross-attention block, "norm2" without one
+};
+
+class InferenceModel {
+ public:
+  // Reads a checkpoint; any damage, a bad configuration or a weight that does not fit it is an
+  // Error naming the file.
+  static InferenceModel load(const std::string& path);
+
+  // Takes the weights by name (float64 tensors are converted; float32 ones are shared, not
+  // copied). Every parameter the configuration implies must be present with its shape, no
+  // other name may appear, and every value must be finite; otherwise an Error names `where`
+  // and the parameter. The vocabulary must have cfg.vocab_size tokens.
+  InferenceModel(const ModelConfig& cfg, Vocab vocab, const std::vector<NamedTensor>& params,
+                 const std::string& where = "parameters");
+
+  // The names and shapes a configuration implies, in the training model's order.
+  static std::vector<std::pair<std::string, Shape>> expected_parameters(const ModelConfig& cfg);
+
+  const ModelConfig& config() const { return cfg_; }
+  const Vocab& vocab() const { return vocab_; }
+  bool seq2seq() const { return cfg_.arch == Arch::Seq2Seq; }
+
+  const Tensor& embed() const { return embed_; }          // [V, C]
+  const Tensor& positions() const { return positions_; }  // [P, C]; undefined for PE none
+  // Output projection: [C, V], or embed() [V, C] used transposed when tied_output().
+  const Tensor& out_weight() const { return tied_ ? embed_ : out_w_; }
+  bool tied_output() const { return tied_; }
+  const Tensor& out_bias() const { return out_b_; }  // [V]
+
+  const std::vector<EncoderLayerParams>& encoder_layers() const { return encoder_; }
+  const NormParams& encoder_final_norm() const { return encoder_final_; }  // pre-norm only
+  const std::vector<DecoderLayerParams>& decoder_layers() const { return decoder_; }
+  const NormParams& decoder_final_norm() const { return decoder_final_; }  // pre-norm only
+
+  size_t parameter_count() const { return parameter_count_; }  // scalars
+
+ private:
+  ModelConfig cfg_;
+  Vocab vocab_;
+  Tensor embed_, positions_, out_w_, out_b_;
+  bool tied_ = false;
+  std::vector<EncoderLayerParams> encoder_;
+  std::vector<DecoderLayerParams> decoder_;
+  NormParams encoder_final_, decoder_final_;
+  size_t parameter_count_ = 0;
+};
+
+}  // namespace seqtape
