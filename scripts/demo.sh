@@ -18,3 +18,13 @@ rm -rf "$out"
 $bin train --data datasets/reference/copy.tsv --vocab datasets/reference/vocab.txt \
   --preset seed --steps 300 --lr 0.02 --log-every 25 --no-progress --out "$out"
 echo "(loss curve: $out/loss.svg, every logged step: $out/metrics.csv)"
+
+echo
+echo "== 3. decode it back with the inference module (infer/, no tape): KV cache vs recomputing the prefix =="
+echo "-- with the KV cache (and every step's logits compared with a from-scratch recompute):"
+$bin generate --model "$out/checkpoint.bin" --input 今天天气很好 --verify-cache
+echo "-- without the cache:"
+$bin generate --model "$out/checkpoint.bin" --input 今天天气很好 --no-cache
+echo "-- beam search, 3 best:"
+$bin generate --model "$out/checkpoint.bin" --input 今天天气很好 --beam 3 --n-best 3
+echo "(7 tokens are too few for the cache to pay off; ./build/bench/bench_decode measures 16 to 512 tokens)"
