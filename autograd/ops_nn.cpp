@@ -77,18 +77,34 @@ Var masked_fill(const Var& a, const Mask& mask, double value) {
       q[io] = mask.data[static_cast<size_t>(im)] ? fillv : p[ia];
     });
   });
+  // Anomaly mode: a -inf fill (attention masks) is intended; only the kept elements count.
+  const bool fill_finite = std::isfinite(value);
+  if (!fill_finite && Tape::current().anomaly()) {
+    dispatch(a.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* q = out.data<T>();
+      detail::broadcast_loop(bc, [&](int64_t io, int64_t, int64_t im) {
+        if (!mask.data[static_cast<size_t>(im)] && !std::isfinite(q[io]))
+          fail("masked_fill", "anomaly: non-finite value " +
+                                  std::to_string(static_cast<double>(q[io])) + " at element " +
+                                  std::to_string(io) + " of the result " + shape_str(out.shape()));
+      });
+    });
+  }
   // da += g where the mask is 0
-  return make_result("masked_fill", std::move(out), wants_grad({&a}),
-                     [ai = a.shared(), bc, m = mask.data](VarImpl& o) {
-                       dispatch(o.value.dtype(), [&](auto tag) {
-                         using T = decltype(tag);
-                         const T* g = o.grad.data<T>();
-                         T* d = grad_buffer(*ai).data<T>();
-                         detail::broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t im) {
-                           if (!m[static_cast<size_t>(im)]) d[ia] += g[io];
-                         });
-                       });
-                     });
+  return make_result(
+      "masked_fill", std::move(out), wants_grad({&a}),
+      [ai = a.shared(), bc, m = mask.data](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* g = o.grad.data<T>();
+          T* d = grad_buffer(*ai).data<T>();
+          detail::broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t im) {
+            if (!m[static_cast<size_t>(im)]) d[ia] += g[io];
+          });
+        });
+      },
+      /*anomaly_check=*/fill_finite);
 }
 
 namespace {

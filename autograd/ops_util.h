@@ -22,10 +22,12 @@ inline bool wants_grad(std::initializer_list<const Var*> inputs) {
 void check_finite_result(const Tensor& t, const char* op);
 
 // Wraps an op's output; if `grad` is set, records `backward` on the current tape. The
-// closure receives the output's VarImpl (whose grad is the upstream gradient).
+// closure receives the output's VarImpl (whose grad is the upstream gradient). An op whose
+// result may hold an intended non-finite value (masked_fill with -inf) checks its result itself
+// and passes anomaly_check = false.
 template <typename Fn>
-Var make_result(const char* op, Tensor value, bool grad, Fn&& backward) {
-  if (Tape::current().anomaly()) check_finite_result(value, op);
+Var make_result(const char* op, Tensor value, bool grad, Fn&& backward, bool anomaly_check = true) {
+  if (anomaly_check && Tape::current().anomaly()) check_finite_result(value, op);
   Var out(std::move(value), grad);
   if (grad) {
     VarImpl* o = out.impl();

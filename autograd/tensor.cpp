@@ -25,12 +25,20 @@ std::string shape_str(const Shape& s) {
 }
 
 int64_t shape_numel(const Shape& s) {
+  // The product of the non-zero dimensions must fit even when another dimension is 0, so a
+  // crafted file's [2^62, 2^62, 0] is refused here instead of overflowing later (strides).
   int64_t n = 1;
+  bool empty = false;
   for (auto d : s) {
     if (d < 0) throw Error("shape " + shape_str(s) + " has a negative dimension");
-    n *= d;
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(n, d, &n))
+      throw Error("shape " + shape_str(s) + " has too many elements (more than 2^63 - 1)");
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 void fail(const std::string& where, const std::string& what) {
@@ -117,6 +125,9 @@ size_t pool_bytes_cached() {
 Tensor Tensor::empty(Shape shape, DType dtype) {
   Tensor t;
   t.numel_ = shape_numel(shape);
+  // nbytes() must not wrap around (a [2^61] f64 tensor would get a 1-byte buffer).
+  if (static_cast<uint64_t>(t.numel_) > (uint64_t{1} << 62) / dtype_size(dtype))
+    throw Error("Tensor: shape " + shape_str(shape) + " is too large to allocate");
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.buf_ = std::make_shared<Buffer>(std::max<size_t>(1, t.nbytes()));

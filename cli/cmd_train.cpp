@@ -1,4 +1,5 @@
 // `seqtape train`, `seqtape gen-copy` and `seqtape export`.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -26,20 +27,7 @@ struct TrainArgs {
   bool no_progress = false;
 };
 
-ModelConfig build_config(TrainArgs& a) {
-  ModelConfig c;
-  if (!a.config_file.empty()) {
-    if (a.preset_o->count()) throw UsageError("give --config or --preset, not both");
-    std::ifstream in(a.config_file);
-    if (!in) fail(a.config_file, "cannot open the configuration file");
-    try {
-      c = ModelConfig::from_json(nlohmann::json::parse(in));
-    } catch (const nlohmann::json::exception& e) {
-      fail(a.config_file, std::string("invalid JSON: ") + e.what());
-    }
-  } else {
-    c = preset(a.preset, 2);  // vocab_size is set from the vocabulary later
-  }
+void apply_flags(const TrainArgs& a, ModelConfig& c) {
   if (!a.arch.empty()) c.arch = parse_arch(a.arch);
   if (!a.activation.empty()) c.activation = parse_activation(a.activation);
   if (!a.norm.empty()) c.norm = parse_norm_placement(a.norm);
@@ -55,6 +43,34 @@ ModelConfig build_config(TrainArgs& a) {
   if (a.tie_o->count()) c.tie_output = a.tie;
   if (a.init_seed_o->count()) c.init_seed = a.init_seed;
   if (c.arch == Arch::DecoderOnly && !a.enc_o->count()) c.n_encoder_layers = 0;
+}
+
+// A bad --config file is a data error; a bad preset name or flag value (checked here by
+// validating the result) is a usage error.
+ModelConfig build_config(TrainArgs& a) {
+  ModelConfig c;
+  if (!a.config_file.empty()) {
+    if (a.preset_o->count()) throw UsageError("give --config or --preset, not both");
+    std::error_code ec;
+    if (std::filesystem::is_directory(a.config_file, ec))
+      fail(a.config_file, "is a directory, not a configuration file");
+    std::ifstream in(a.config_file);
+    if (!in) fail(a.config_file, "cannot open the configuration file");
+    try {
+      c = ModelConfig::from_json(nlohmann::json::parse(in));
+    } catch (const nlohmann::json::exception& e) {
+      fail(a.config_file, std::string("invalid JSON: ") + e.what());
+    } catch (const Error& e) {
+      fail(a.config_file, e.what());  // name the file the bad value is in
+    }
+  }
+  try {
+    if (a.config_file.empty()) c = preset(a.preset, 2);  // vocab_size is set from the vocabulary
+    apply_flags(a, c);
+    c.validate();
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
   return c;
 }
 
@@ -68,14 +84,11 @@ void register_train(CLI::App& app, Runner& run) {
       "train",
       "Train a Transformer (encoder-decoder or decoder-only) on a TSV of source<TAB>target");
   sub->add_option("--data", o.data, "training data: UTF-8 TSV, one source<TAB>target per line")
-      ->required()
-      ->check(CLI::ExistingFile);
-  sub->add_option("--valid", o.valid_data, "validation TSV (default: hold out part of --data)")
-      ->check(CLI::ExistingFile);
+      ->required();
+  sub->add_option("--valid", o.valid_data, "validation TSV (default: hold out part of --data)");
   sub->add_option("--vocab", o.vocab,
                   "vocabulary file, one token per line in id order (default: built from the data "
-                  "with <pad> <bos> <eos> <unk> <sep> first)")
-      ->check(CLI::ExistingFile);
+                  "with <pad> <bos> <eos> <unk> <sep> first)");
   sub->add_option("--out", o.out_dir, "output directory (checkpoint, metrics.csv, loss.svg)")
       ->required();
   a->preset_o =
@@ -137,13 +150,31 @@ void register_train(CLI::App& app, Runner& run) {
   sub->callback([&run, a] {
     run = [a] {
       TrainOptions o = a->o;
-      if (o.steps < 0 || o.epochs < 0) throw UsageError("--steps and --epochs must be >= 0");
+      if (o.steps < 0 || !(o.epochs >= 0 && std::isfinite(o.epochs)))
+        throw UsageError("--steps and --epochs must be >= 0");
       if (o.steps == 0 && o.epochs == 0) throw UsageError("give --steps N or --epochs N");
-      if (!(o.schedule.lr > 0)) throw UsageError("--lr must be > 0");
-      if (o.clip < 0) throw UsageError("--clip must be >= 0");
+      // CLI11 saturates an out-of-range integer to INT64_MAX instead of refusing it.
+      if (o.steps > 1'000'000'000'000 || o.epochs > 1e9)
+        throw UsageError("--steps must be at most 10^12 and --epochs at most 10^9");
+      if (!(o.schedule.lr > 0 && std::isfinite(o.schedule.lr)))
+        throw UsageError("--lr must be a finite number > 0");
+      if (!(o.clip >= 0 && std::isfinite(o.clip))) throw UsageError("--clip must be >= 0");
       if (o.threads < 0) throw UsageError("--threads must be >= 0");
+      if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
+        throw UsageError("--label-smoothing must be in [0, 1)");
+      if (!(o.valid_fraction >= 0 && o.valid_fraction < 1))
+        throw UsageError("--valid-fraction must be in [0, 1)");
+      if (o.schedule.warmup < 0 || o.valid_max < 0 || o.eval_every < 0 || o.save_every < 0 ||
+          o.eval_max < 0 || !(a->weight_decay >= 0 && std::isfinite(a->weight_decay)))
+        throw UsageError(
+            "--warmup, --valid-max, --eval-every, --save-every, --eval-max and --weight-decay "
+            "must be >= 0");
       o.model = build_config(*a);
-      o.optim.kind = parse_optimizer(a->optimizer);
+      try {
+        o.optim.kind = parse_optimizer(a->optimizer);
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
       o.optim.weight_decay = a->weight_decay;
       if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
       if (a->no_progress) o.progress = 0;
@@ -174,7 +205,12 @@ void register_gen_copy(CLI::App& app, Runner& run) {
   sub->add_option("--seed", a->o.seed, "random seed")->capture_default_str();
   sub->callback([&run, a] {
     run = [a] {
-      CopyTask t = generate_copy_task(a->o);
+      CopyTask t;
+      try {
+        t = generate_copy_task(a->o);  // its errors are all about the flags
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
       write_copy_task(a->out, t, a->o.alphabet);
       std::printf(
           "wrote %zu training and %zu held-out strings to %s/{train,valid}.tsv and vocab.txt\n",
@@ -192,9 +228,7 @@ void register_export(CLI::App& app, Runner& run) {
   CLI::App* sub = app.add_subcommand("export",
                                      "Write a checkpoint's weights as safetensors plus config.json "
                                      "and vocab.txt (readable by numpy/PyTorch)");
-  sub->add_option("--model", a->model, "checkpoint.bin written by seqtape train")
-      ->required()
-      ->check(CLI::ExistingFile);
+  sub->add_option("--model", a->model, "checkpoint.bin written by seqtape train")->required();
   sub->add_option("--out", a->out, "output directory")->required();
   sub->callback([&run, a] {
     run = [a] {

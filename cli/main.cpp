@@ -1,5 +1,6 @@
 // seqtape: one command-line tool, one subcommand per job.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "autograd/tensor.h"
@@ -36,6 +37,10 @@ int main(int argc, char** argv) {
     std::cerr << "seqtape: usage error: " << e.what() << "\n";
     return kUsage;
   } catch (const seqtape::Error& e) {
+    std::cerr << "seqtape: error: " << e.what() << "\n";
+    return kDataError;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave cannot be used (e.g. --out names an existing file).
     std::cerr << "seqtape: error: " << e.what() << "\n";
     return kDataError;
   } catch (const std::exception& e) {

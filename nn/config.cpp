@@ -163,7 +163,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j) {
     throw Error("ModelConfig.from_json: key '" + key + "' must be " + want + ", got " +
                 v.type_name() + " " + v.dump());
   };
-  for (const auto& [key, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& key = item.key();
+    const nlohmann::json& v = item.value();
     auto as_int = [&](int64_t& out) {
       if (!v.is_number_integer()) wrong(key, "an integer", v);
       out = v.get<int64_t>();

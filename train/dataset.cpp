@@ -65,6 +65,9 @@ void write_tsv(const std::string& path, const std::vector<TextPair>& pairs) {
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) fail(path, "cannot open file for writing");
+  // read_tsv drops one leading byte-order mark; a first source that starts with U+FEFF itself
+  // keeps it only if the file carries a mark of its own in front.
+  if (!pairs.empty() && pairs[0].source.starts_with("\xEF\xBB\xBF")) out << "\xEF\xBB\xBF";
   for (const TextPair& p : pairs) out << p.source << '\t' << p.target << '\n';
   out.flush();
   if (!out) fail(path, "error while writing file");

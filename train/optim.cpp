@@ -123,7 +123,10 @@ double LrSchedule::at(int64_t step) const {
 
 double grad_global_norm(const NamedParams& params) {
   double sq = 0;
-  for (const auto& [name, p] : params) {
+  for (const auto& np : params) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const std::string& name = np.first;
+    const Var& p = np.second;
     if (!p.has_grad()) continue;
     double local = 0;
     dispatch(p.dtype(), [&](auto tag) {

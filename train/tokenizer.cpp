@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -205,6 +206,8 @@ Vocab Vocab::from_tokens(std::vector<std::string> tokens, std::string_view where
 }
 
 Vocab Vocab::load(const std::string& path) {
+  std::error_code ec;  // reading a directory through ifstream throws ios_base::failure
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a vocabulary file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "vocabulary file does not exist or cannot be read");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -259,6 +262,9 @@ Vocab Vocab::build(const std::vector<std::string>& texts) {
 void Vocab::save(const std::string& path) const {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) fail(path, "cannot open vocabulary file for writing");
+  // load() drops one leading byte-order mark; a first token that starts with U+FEFF itself
+  // keeps it only if the file carries a mark of its own in front.
+  if (!tokens_.empty() && tokens_[0].starts_with("\xEF\xBB\xBF")) out << "\xEF\xBB\xBF";
   for (const std::string& t : tokens_) out << t << '\n';
   out.flush();
   if (!out) fail(path, "error while writing vocabulary file");

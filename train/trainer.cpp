@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -206,6 +208,33 @@ LoaderState loader_state_from(const std::string& text, const std::string& where)
   }
 }
 
+// A save killed mid-write leaves its temp file ("<path>.tmp.<pid>.<n>", see write_file_atomic)
+// behind. Removes those whose writer is gone, so repeated crashes cannot fill the disk.
+void remove_stale_temp_files(const std::string& path) {
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(p.parent_path(), ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    std::error_code rm;
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      fs::remove(it->path(), rm);
+  }
+}
+
+// A checkpoint can be intact (checksum) and still hold NaN/Inf (crafted, or saved by another
+// tool): refuse it at load, naming the tensor, rather than fail at the first step.
+void check_finite(const std::vector<NamedTensor>& ts, const std::string& where, const char* what) {
+  for (const NamedTensor& t : ts)
+    for (int64_t j = 0, n = t.value.numel(); j < n; ++j)
+      if (const double v = t.value.get(j); !std::isfinite(v))
+        fail(where, std::string(what) + " '" + t.name + "' holds a non-finite value (" +
+                        std::to_string(v) + " at index " + std::to_string(j) + ")");
+}
+
 void copy_params_from(TransformerModel& model, const std::vector<NamedTensor>& saved,
                       const std::string& where) {
   auto params = model.named_parameters();
@@ -236,6 +265,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   fs::create_directories(opt.out_dir);
   const std::string ckpt_path = (fs::path(opt.out_dir) / "checkpoint.bin").string();
   const std::string metrics_path = (fs::path(opt.out_dir) / "metrics.csv").string();
+  remove_stale_temp_files(ckpt_path);
 
   // ---- resume or start: vocabulary and configuration -------------------------------------
   Checkpoint resumed;
@@ -309,6 +339,8 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   int64_t step = 0;
   if (resuming) {
     copy_params_from(*model, resumed.params, ckpt_path);
+    check_finite(resumed.params, ckpt_path, "parameter");
+    check_finite(resumed.optimizer_state, ckpt_path, "optimizer state");
     optimizer.load_state(resumed.optimizer_state, resumed.step);
     rng.set_state(resumed.rng_state);
     try {
@@ -350,7 +382,21 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       << optimizer_name(ocfg.kind) << ", lr " << opt.schedule.lr
       << (resuming ? ", resumed at step " + std::to_string(step) : "") << "\n";
 
+  int64_t last_saved = resuming ? step : -1;
   auto save = [&](int64_t at_step) {
+    // A weight can go NaN/Inf without the loss noticing (ReLU maps NaN to 0): such a model
+    // must not replace the last good checkpoint.
+    for (const auto& [n, p] : params) {
+      try {
+        check_finite({{n, p.value()}}, ckpt_path, "parameter");
+      } catch (const Error& e) {
+        fail("step " + std::to_string(at_step),
+             std::string(e.what()) + "; not saved, training stopped; the last good checkpoint " +
+                 (last_saved >= 0 ? ckpt_path + " (step " + std::to_string(last_saved) + ")"
+                                  : std::string("(none yet)")) +
+                 " is intact (rerun with --anomaly to name the first op that went non-finite)");
+      }
+    }
     Checkpoint c;
     c.config_json = cfg.to_json().dump();
     c.vocab = vocab.tokens();
@@ -372,7 +418,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   rep.valid_is_train = valid_is_train;
   rep.checkpoint = ckpt_path;
   const auto t0 = std::chrono::steady_clock::now();
-  int64_t tokens_done = 0, last_saved = resuming ? step : -1;
+  int64_t tokens_done = 0;
   double window_loss = 0;
   int64_t window_n = 0;
   while (step < total_steps) {

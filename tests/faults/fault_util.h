@@ -1,0 +1,127 @@
+#pragma once
+// Helpers for the fault tests: temp directories, whole-file I/O, and running the `seqtape`
+// binary as a child process with its exit code and output captured.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#ifndef SEQTAPE_CLI_PATH
+#error "SEQTAPE_CLI_PATH must name the seqtape binary (tests/faults/CMakeLists.txt sets it)"
+#endif
+
+extern char** environ;
+
+namespace seqtape::faults {
+
+namespace fs = std::filesystem;
+
+inline const char* cli_path() {
+  return SEQTAPE_CLI_PATH;
+}
+
+// A fresh directory under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "faults") {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            ("seqtape_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const fs::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+inline void write_file(const std::string& path, std::string_view bytes) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+// Starts `seqtape args...` in directory `cwd` with stdout/stderr going to files; returns the
+// pid. Nothing but exec happens in the child (posix_spawn), so this is safe from a process
+// that has threads.
+inline pid_t spawn_cli(const std::vector<std::string>& args, const std::string& cwd,
+                       const std::string& out_file, const std::string& err_file) {
+  std::vector<std::string> argv_s{cli_path()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(rc));
+  return pid;
+}
+
+// The exit code, or 128 + signal number if the child was killed.
+inline int wait_child(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid failed");
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs `seqtape args...` in `cwd` to completion.
+inline CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd) {
+  static std::atomic<int> counter{0};
+  const std::string base =
+      (fs::temp_directory_path() /
+       ("seqtape_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+          .string();
+  CliResult r;
+  r.exit_code = wait_child(spawn_cli(args, cwd, base + ".out", base + ".err"));
+  r.out = read_file(base + ".out");
+  r.err = read_file(base + ".err");
+  std::error_code ec;
+  fs::remove(base + ".out", ec);
+  fs::remove(base + ".err", ec);
+  return r;
+}
+
+}  // namespace seqtape::faults

@@ -1,0 +1,192 @@
+// Crash-safe saving and exact resume, with the real binary: `seqtape train` saving after every
+// step is killed with SIGKILL at 50 seeded random moments (most land inside a save, which is
+// most of a step's time here). After every kill the newest checkpoint loads, its step never
+// goes backwards, and at most the killed run's own temp file is left over. Then a resumed run
+// finishes, and every loss any of the 51 runs logged equals, bit for bit, the loss of one
+// uninterrupted run at that step.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "fault_util.h"
+#include "train/checkpoint.h"
+
+namespace seqtape::faults {
+namespace {
+
+constexpr int kKills = 50;
+
+std::vector<std::string> temp_files(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("checkpoint.bin.tmp.")) out.push_back(name);
+  }
+  return out;
+}
+
+// step -> loss text of every "train" row of metrics.csv (17 significant digits, so equal text
+// means equal doubles). A step logged by several runs must have logged the same loss each
+// time; rows cut short by a kill are counted in `partial` and skipped.
+struct Losses {
+  std::map<int64_t, std::string> by_step;
+  int64_t rows = 0, partial = 0, conflicts = 0;
+};
+
+Losses read_losses(const std::string& metrics_csv) {
+  Losses l;
+  std::istringstream in(read_file(metrics_csv));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (line.ends_with(',')) f.push_back("");
+    if (f.size() < 2 || f[1] != "train") continue;
+    if (f.size() != 8) {
+      ++l.partial;
+      continue;
+    }
+    ++l.rows;
+    const int64_t step = std::stoll(f[0]);
+    auto [it, fresh] = l.by_step.emplace(step, f[2]);
+    if (!fresh && it->second != f[2]) ++l.conflicts;
+  }
+  return l;
+}
+
+class KillResume : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const CliResult g = run_cli({"gen-copy", "--out", "data", "--train", "160", "--valid", "8",
+                                 "--max-len", "6", "--seed", "4"},
+                                dir_.path().string());
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+  }
+
+  std::vector<std::string> train_args(const std::string& out, int64_t steps, int64_t save_every,
+                                      bool resume) const {
+    std::vector<std::string> a = {"train",
+                                  "--data",
+                                  "data/train.tsv",
+                                  "--valid",
+                                  "data/valid.tsv",
+                                  "--vocab",
+                                  "data/vocab.txt",
+                                  "--out",
+                                  out,
+                                  "--preset",
+                                  "seed",
+                                  "--dropout",
+                                  "0.1",  // the RNG state must resume too
+                                  "--steps",
+                                  std::to_string(steps),
+                                  "--batch",
+                                  "8",
+                                  "--save-every",
+                                  std::to_string(save_every),
+                                  "--log-every",
+                                  "1",
+                                  "--eval-max",
+                                  "2",
+                                  "--threads",
+                                  "1",
+                                  "--seed",
+                                  "5",
+                                  "--no-progress"};
+    if (resume) a.push_back("--resume");
+    return a;
+  }
+
+  TempDir dir_{"kill"};
+};
+
+TEST_F(KillResume, FiftyKillsLoseNoCheckpointAndResumeIsBitIdentical) {
+  const fs::path out = dir_.path() / "run";
+  const std::string ckpt = (out / "checkpoint.bin").string();
+  std::mt19937_64 rng(20240611);
+  // Delays cover start-up, the first saves and steady training; a save is most of each step.
+  std::uniform_int_distribution<int> delay_us(2'000, 400'000);
+  int64_t last_step = -1;
+  int during_save = 0, before_first_save = 0;
+  for (int k = 0; k < kKills; ++k) {
+    SCOPED_TRACE("kill " + std::to_string(k + 1));
+    const bool resume = fs::exists(ckpt);
+    const pid_t pid = spawn_cli(train_args("run", 1'000'000, 1, resume), dir_.path().string(),
+                                dir_.file("train.out"), dir_.file("train.err"));
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    const int code = wait_child(pid);
+    ASSERT_EQ(code, 128 + SIGKILL)
+        << "the run ended by itself: " << read_file(dir_.file("train.err"));
+
+    if (!fs::exists(ckpt)) {
+      ASSERT_EQ(last_step, -1) << "a checkpoint that existed is gone";
+      ++before_first_save;
+      continue;
+    }
+    Checkpoint c;
+    ASSERT_NO_THROW(c = load_checkpoint(ckpt)) << "the newest checkpoint does not load";
+    EXPECT_GE(c.step, last_step) << "an older good checkpoint was lost";
+    EXPECT_GE(c.step, 1);
+    last_step = c.step;
+    // Temp files of earlier, dead runs are cleaned up by the next run: only this one's remains.
+    const auto temps = temp_files(out);
+    EXPECT_LE(temps.size(), 1u) << temps.size() << " temp files accumulated, e.g. " << temps[0];
+    const std::string mine = "checkpoint.bin.tmp." + std::to_string(pid) + ".";
+    for (const auto& t : temps) {
+      EXPECT_TRUE(t.starts_with(mine)) << "stray temp file " << t << " (killed pid " << pid << ")";
+      during_save += t.starts_with(mine);
+    }
+  }
+  ASSERT_GT(last_step, 0) << "no kill came after the first save";
+  std::printf(
+      "[          ] %d kills: %d inside a save (temp file left), %d before the first "
+      "save; newest checkpoint at step %lld\n",
+      kKills, during_save, before_first_save, static_cast<long long>(last_step));
+  EXPECT_GE(during_save, 5) << "too few kills landed inside a save to test anything";
+
+  // Finish the interrupted run, then train once without interruption to the same step.
+  const Losses seen_before = read_losses((out / "metrics.csv").string());
+  const int64_t final_step = seen_before.by_step.rbegin()->first + 10;
+  const CliResult fin = run_cli(train_args("run", final_step, 1, true), dir_.path().string());
+  ASSERT_EQ(fin.exit_code, 0) << fin.err;
+  EXPECT_NE(fin.out.find("resumed at step " + std::to_string(last_step)), std::string::npos)
+      << fin.out;
+  EXPECT_TRUE(temp_files(out).empty()) << "temp files left after a clean run";
+  EXPECT_EQ(load_checkpoint(ckpt).step, final_step);
+
+  const CliResult ref =
+      run_cli(train_args("ref", final_step, 1'000'000, false), dir_.path().string());
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+
+  const Losses got = read_losses((out / "metrics.csv").string());
+  const Losses want = read_losses((dir_.path() / "ref" / "metrics.csv").string());
+  ASSERT_EQ(static_cast<int64_t>(want.by_step.size()), final_step);
+  EXPECT_EQ(got.conflicts, 0) << "a step was logged with two different losses";
+  // Rows from before the last fresh start were truncated away with metrics.csv; everything
+  // after it, across all the kills and resumes, must be there and match.
+  ASSERT_FALSE(got.by_step.empty());
+  int64_t compared = 0;
+  for (const auto& [step, loss] : got.by_step) {
+    ASSERT_TRUE(want.by_step.count(step)) << "step " << step;
+    EXPECT_EQ(loss, want.by_step.at(step))
+        << "loss differs from the uninterrupted run at step " << step;
+    ++compared;
+  }
+  for (int64_t s = last_step + 1; s <= final_step; ++s)
+    EXPECT_TRUE(got.by_step.count(s)) << "the resumed run did not log step " << s;
+  std::printf(
+      "[          ] %lld steps compared bit for bit (%lld rows logged by the %d runs, "
+      "%lld cut short by a kill)\n",
+      static_cast<long long>(compared), static_cast<long long>(got.rows), kKills + 1,
+      static_cast<long long>(got.partial));
+}
+
+}  // namespace
+}  // namespace seqtape::faults
