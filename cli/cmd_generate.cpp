@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +14,7 @@
 #include "cli/commands.h"
 #include "infer/model.h"
 #include "infer/search.h"
+#include "infer/trace.h"
 
 namespace seqtape::cli {
 
@@ -26,7 +28,7 @@ extern "C" void on_sigint(int) {
 }
 
 struct GenerateArgs {
-  std::string model, input;
+  std::string model, input, trace;
   CLI::Option *input_o = nullptr, *temperature_o = nullptr, *top_k_o = nullptr, *top_p_o = nullptr,
               *seed_o = nullptr, *n_best_o = nullptr;
   GenerateOptions o;
@@ -134,6 +136,10 @@ void register_generate(CLI::App& app, Runner& run) {
                 "compare the cached logits with a recompute at every step; report max |delta|");
   sub->add_flag("--stream", a->stream, "print text as it is generated");
   sub->add_flag("--json", a->json, "one JSON object per input");
+  sub->add_option("--trace", a->trace,
+                  "write the run step by step as JSON for web/player.html (one --input; format: "
+                  "web/TRACE_FORMAT.md): tokens fed, cache lengths, candidates, selections, stop "
+                  "checks, attention weights, |cached - recomputed| logits");
   sub->callback([&run, a] {
     run = [a] {
       check_flags(*a);
@@ -153,6 +159,8 @@ void register_generate(CLI::App& app, Runner& run) {
         }
         if (inputs.empty()) fail("generate", "no input: give --input TEXT or lines on stdin");
       }
+      if (!a->trace.empty() && inputs.size() != 1)
+        throw UsageError("--trace records one run: give exactly one input (--input TEXT)");
 
       g_interrupted = false;
       std::signal(SIGINT, on_sigint);
@@ -167,7 +175,22 @@ void register_generate(CLI::App& app, Runner& run) {
       for (const auto& [context, text] : inputs) {
         const std::vector<int32_t> ids = encode_input(model, tok, text, context);
         const auto t0 = std::chrono::steady_clock::now();
-        GenerateResult r = generate(model, {ids}, o).at(0);
+        GenerateResult r;
+        if (!a->trace.empty()) {
+          TraceOptions topt;
+          topt.input_text = text;
+          topt.verify_cache = o.use_cache;  // every step compared with a recompute
+          TracedRun tr = generate_traced(model, ids, o, strategy_of(o), topt);
+          r = std::move(tr.result);
+          std::ofstream out(a->trace, std::ios::binary);
+          if (!out) fail(a->trace, "cannot open the trace file for writing");
+          out << tr.trace.dump(1) << "\n";
+          if (!out) fail(a->trace, "writing the trace failed");
+          std::fprintf(stderr, "trace: %zu steps written to %s\n", tr.trace["steps"].size(),
+                       a->trace.c_str());
+        } else {
+          r = generate(model, {ids}, o).at(0);
+        }
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const auto steps = static_cast<double>(r.cache_lengths.size());

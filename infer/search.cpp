@@ -239,12 +239,14 @@ class Stepper {
   Stepper(const InferenceModel& m, const GenerateOptions& o, size_t n_inputs)
       : main_(m, o.use_cache ? CacheMode::Cached : CacheMode::Uncached), V_(m.config().vocab_size) {
     if (o.verify_cache) check_.emplace(m, o.use_cache ? CacheMode::Uncached : CacheMode::Cached);
+    if (o.on_attention) main_.set_attention_observer(o.on_attention);
     delta_.assign(n_inputs, o.verify_cache ? 0.0 : -1.0);
   }
   void begin(const std::vector<std::vector<int32_t>>& sources,
              const std::vector<int32_t>& row_source, int64_t capacity) {
     main_.begin(sources, row_source, capacity);
     if (check_) check_->begin(sources, row_source, capacity);
+    row_delta_.assign(row_source.size(), -1.0);
   }
   const float* prefill(std::span<const int32_t> rows,
                        const std::vector<std::vector<int32_t>>& tokens) {
@@ -263,15 +265,20 @@ class Stepper {
   }
   int64_t length(int32_t row) const { return main_.length(row); }
   double delta(size_t input) const { return delta_[input]; }
+  // verify_cache: the row's max |Δ| in the last call that fed it; else -1.
+  double row_delta(int32_t row) const { return row_delta_[static_cast<size_t>(row)]; }
 
  private:
   void compare(std::span<const int32_t> rows, const float* a, const float* b) {
     for (size_t i = 0; i < rows.size(); ++i) {
       double& d = delta_[static_cast<size_t>(main_.source_of(rows[i]))];
+      double& rd = row_delta_[static_cast<size_t>(rows[i])];
+      rd = 0;
       for (int64_t v = 0; v < V_; ++v) {
         const auto k = static_cast<int64_t>(i) * V_ + v;
         const double e = std::fabs(static_cast<double>(a[k]) - static_cast<double>(b[k]));
         d = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(d, e);
+        rd = std::isnan(e) ? std::numeric_limits<double>::infinity() : std::max(rd, e);
       }
     }
   }
@@ -280,7 +287,20 @@ class Stepper {
   std::optional<DecodeSession> check_;
   int64_t V_;
   std::vector<double> delta_;
+  std::vector<double> row_delta_;
 };
+
+// Tracing: the CallEvent of one row of a call (see CallEvent in search.h).
+void report_call(const Plan& p, const Stepper& st, size_t input, int64_t round, int32_t row,
+                 std::span<const int32_t> fed, const float* raw, const std::vector<float>& work,
+                 double lse) {
+  if (!p.opt.on_call) return;
+  const int64_t after = st.length(row);
+  p.opt.on_call({static_cast<int64_t>(input), round, row, round == 0, fed,
+                 after - static_cast<int64_t>(fed.size()), after,
+                 std::span<const float>(raw, static_cast<size_t>(p.V)), work, lse,
+                 st.row_delta(row)});
+}
 
 // Applies the processors to one hypothesis' logits (a copy, `l`); `raw` is the unprocessed
 // row. Returns the log-sum-exp of the processed logits (log-prob = l[v] − lse).
@@ -345,7 +365,7 @@ std::vector<GenerateResult> run_single(const Plan& p, Stepper& st, bool sampling
   std::vector<float> work(static_cast<size_t>(p.V));
   Sampler sampler(p.V);
   bool first = true;
-  while (!active.empty()) {
+  for (int64_t round = 0; !active.empty(); ++round) {
     if (o.cancel && o.cancel()) {
       for (int32_t r : active) {
         Row& w = rows[static_cast<size_t>(r)];
@@ -371,6 +391,11 @@ std::vector<GenerateResult> run_single(const Plan& p, Stepper& st, bool sampling
       Row& w = rows[r];
       w.lens.push_back(st.length(active[i]));
       const double lse = process(p, logits + static_cast<int64_t>(i) * p.V, work, w.tokens);
+      if (o.on_call)
+        report_call(p, st, r, round, active[i],
+                    round == 0 ? std::span<const int32_t>(p.first_feed[r])
+                               : std::span<const int32_t>(&pending[r], 1),
+                    logits + static_cast<int64_t>(i) * p.V, work, lse);
       const int32_t tok = sampling && o.temperature > 0
                               ? sampler.sample(work, o.temperature, o.top_k, o.top_p, w.rng)
                               : argmax(work);
@@ -391,6 +416,9 @@ std::vector<GenerateResult> run_single(const Plan& p, Stepper& st, bool sampling
         w.done = true;
         w.reason = *end;
       }
+      if (o.on_select)
+        o.on_select({static_cast<int64_t>(r), round, active[i], w.done ? -1 : active[i], tok,
+                     w.score, w.done, w.reason});
       if (o.on_stream)
         emit(o, r, tok, w.done ? w.text.finish_stream() : w.text.take_stream(), w.done);
     }
@@ -451,7 +479,7 @@ std::vector<GenerateResult> run_beam(const Plan& p, Stepper& st) {
   std::vector<float> work(static_cast<size_t>(p.V));
   std::vector<Cand> cands;
   bool first = true;
-  while (true) {
+  for (int64_t round = 0;; ++round) {
     active.clear();
     feed.clear();
     for (const Source& s : src)
@@ -492,6 +520,11 @@ std::vector<GenerateResult> run_beam(const Plan& p, Stepper& st) {
       for (size_t hi = 0; hi < s.alive.size(); ++hi, ++at) {
         const Hyp& h = s.alive[hi];
         const double lse = process(p, logits + at * p.V, work, h.tokens);
+        if (o.on_call)
+          report_call(p, st, b, round, h.row,
+                      round == 0 ? std::span<const int32_t>(p.first_feed[b])
+                                 : std::span<const int32_t>(&h.tokens.back(), 1),
+                      logits + at * p.V, work, lse);
         // For one hypothesis candidate order is logit order: keep its best `slots`.
         const int64_t take = std::min<int64_t>(slots, p.V);
         std::iota(idx.begin(), idx.end(), 0);
@@ -516,25 +549,36 @@ std::vector<GenerateResult> run_beam(const Plan& p, Stepper& st) {
         const Hyp& from = s.alive[static_cast<size_t>(c.hyp)];
         Hyp h = from;
         h.score = c.score;
+        auto ended = [&](StopReason why) {
+          if (o.on_select)
+            o.on_select(
+                {static_cast<int64_t>(b), round, from.row, -1, c.token, c.score, true, why});
+        };
         if (p.is_end[static_cast<size_t>(c.token)]) {
           h.reason = StopReason::Eos;
+          ended(h.reason);
           s.ended.push_back(std::move(h));
           continue;
         }
         h.tokens.push_back(c.token);
         if (h.text.append(p.pieces[static_cast<size_t>(c.token)])) {
           h.reason = StopReason::StopString;
+          ended(h.reason);
           s.ended.push_back(std::move(h));
           continue;
         }
         if (static_cast<int64_t>(h.tokens.size()) >= p.limit[b]) {
           h.reason = StopReason::Length;
+          ended(h.reason);
           s.ended.push_back(std::move(h));
           continue;
         }
         h.row =
             static_cast<int32_t>(static_cast<int64_t>(b) * K + static_cast<int64_t>(next.size()));
         parent[static_cast<size_t>(h.row)] = from.row;
+        if (o.on_select)
+          o.on_select({static_cast<int64_t>(b), round, from.row, h.row, c.token, c.score, false,
+                       StopReason::Length});
         next.push_back(std::move(h));
       }
       s.alive = std::move(next);
@@ -601,16 +645,16 @@ std::vector<int32_t> encode_input(const InferenceModel& model, const Tokenizer& 
   const Vocab& v = model.vocab();
   if (model.seq2seq()) {
     ids.push_back(v.eos_id());
-  } else {
-    if (!v.maybe_sep_id())
-      fail(where, "the decoder-only model's vocabulary has no <sep> to end the prompt with");
+  } else if (v.maybe_sep_id()) {
     ids.push_back(*v.maybe_sep_id());
-  }
+  }  // without a <sep> (e.g. datasets/f15) a decoder-only model continues the text itself
   const int64_t P = model.config().max_positions;
   if (static_cast<int64_t>(ids.size()) > P)
     fail(where, "input is " + std::to_string(ids.size()) + " tokens (with " +
-                    (model.seq2seq() ? "<eos>" : "<sep>") + "), more than the model's " +
-                    "max_positions " + std::to_string(P));
+                    (model.seq2seq()    ? "<eos>"
+                     : v.maybe_sep_id() ? "<sep>"
+                                        : "no <sep>") +
+                    "), more than the model's " + "max_positions " + std::to_string(P));
   return ids;
 }
 

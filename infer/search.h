@@ -53,6 +53,32 @@ struct StreamEvent {
   bool done = false;  // last event of this input
 };
 
+// Tracing hooks (infer/trace.h). A CallEvent for every row a model call fed, in row order,
+// once its logits are processed; a SelectEvent for every token kept from that call (greedy and
+// sampling: one per call; beam search: zero or more, one per surviving or ended candidate).
+struct CallEvent {
+  int64_t input = 0;
+  int64_t round = 0;  // 0 = the prefill
+  int32_t row = 0;
+  bool prefill = false;
+  std::span<const int32_t> fed;
+  int64_t cache_before = 0, cache_after = 0;  // the row's processed positions
+  std::span<const float> logits;              // raw [V]
+  std::span<const float> processed;           // after the logit processors [V]
+  double log_normalizer = 0;  // log Σ exp(processed): log p(v) = processed[v] − log_normalizer
+  double max_abs_delta = -1;  // verify_cache: this row's |cached − uncached| this call; else -1
+};
+struct SelectEvent {
+  int64_t input = 0;
+  int64_t round = 0;
+  int32_t from_row = 0;  // the row whose call produced the token
+  int32_t to_row = -1;   // the row that continues the hypothesis; -1 when it ended
+  int32_t token = 0;
+  double score = 0;  // the hypothesis' summed log-probability, this token included
+  bool stopped = false;
+  StopReason reason = StopReason::Length;  // when stopped
+};
+
 struct GenerateOptions {
   int64_t beam = 1;               // K; > 1 selects beam search
   int64_t n_best = 1;             // hypotheses returned per input (<= beam)
@@ -72,6 +98,9 @@ struct GenerateOptions {
   bool verify_cache = false;  // also run the other mode and report the max |Δ| of the logits
   std::function<void(const StreamEvent&)> on_stream;
   std::function<bool()> cancel;  // asked before every step; true stops all unfinished inputs
+  std::function<void(const CallEvent&)> on_call;      // tracing
+  std::function<void(const SelectEvent&)> on_select;  // tracing
+  AttentionObserver on_attention;                     // tracing: the decoding session's weights
 
   // Error naming the offending option and its value.
   void validate() const;
@@ -109,7 +138,8 @@ std::vector<GenerateResult> generate(const InferenceModel& model,
                                      const std::vector<std::vector<int32_t>>& inputs,
                                      const GenerateOptions& opt, Strategy strategy);
 
-// Text → model input: Seq2Seq text + <eos>, DecoderOnly text + <sep>. Errors for empty text,
+// Text → model input: Seq2Seq text + <eos>, DecoderOnly text + <sep> (the text alone when the
+// vocabulary has no <sep>, as in datasets/f15). Errors for empty text,
 // characters the vocabulary cannot encode (without <unk>), and inputs longer than
 // max_positions.
 std::vector<int32_t> encode_input(const InferenceModel& model, const Tokenizer& tok,

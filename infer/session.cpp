@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -71,8 +72,12 @@ struct KvView {
 // Scaled dot-product attention of n queries over nk keys, every head. q: n rows of stride ldq,
 // head h at column h·Dh. causal: query t is the (nk − n + t)-th position and sees keys
 // [0, nk − n + t]; otherwise it sees all nk keys. ctx: n rows of stride ldc. s: n·nk scratch.
+// tap (tracing) sees each head's weights [n, nk] right after the softmax.
+using HeadTap = std::function<void(int64_t head, const float* weights)>;
+
 void attend(const float* q, int64_t ldq, int64_t n, const KvView& kv, int64_t nk, bool causal,
-            int64_t H, int64_t Dh, float* ctx, int64_t ldc, float* s) {
+            int64_t H, int64_t Dh, float* ctx, int64_t ldc, float* s,
+            const HeadTap* tap = nullptr) {
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t h = 0; h < H; ++h) {
@@ -86,6 +91,7 @@ void attend(const float* q, int64_t ldq, int64_t n, const KvView& kv, int64_t nk
       for (int64_t t = 0; t < n; ++t)
         for (int64_t j = nk - n + t + 1; j < nk; ++j) s[t * nk + j] = neg_inf;
     kernels::softmax_rows<float>(s, s, n, nk);
+    if (tap) (*tap)(h, s);
     // ctx_h [n, Dh] = weights [n, nk]·v_h [nk, Dh]
     if (n == 1 && kv.row_stride == Dh)
       kernels::vec_mat<float>(nk, Dh, 1.f, s, vh, 0.f, ctx + h * Dh);
@@ -217,7 +223,9 @@ void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources) {
     }
   const NormPlacement placement = cfg.norm;
   const bool pre = placement == NormPlacement::Pre;
+  int64_t layer = -1;
   for (const EncoderLayerParams& P : m_.encoder_layers()) {
+    ++layer;
     // self-attention, keys masked past each source's length
     const float* a_in = px;
     if (pre) {
@@ -230,8 +238,15 @@ void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources) {
     for (int64_t b = 0; b < B_; ++b) {
       const int64_t off = b * S_ * C_;
       KvView kv{k.data<float>() + off, v.data<float>() + off, Dh_, C_};
-      attend(q.data<float>() + off, C_, S_, kv, src_len_[static_cast<size_t>(b)], false, H_, Dh_,
-             ctx.data<float>() + off, C_, s.data<float>());
+      const int64_t nk = src_len_[static_cast<size_t>(b)];
+      HeadTap tap;
+      if (on_attention_)
+        tap = [&](int64_t h, const float* w) {
+          on_attention_({AttentionEvent::Kind::EncoderSelf, layer, -1, static_cast<int32_t>(b), h,
+                         0, S_, nk, w});
+        };
+      attend(q.data<float>() + off, C_, S_, kv, nk, false, H_, Dh_, ctx.data<float>() + off, C_,
+             s.data<float>(), on_attention_ ? &tap : nullptr);
     }
     linear(ctx.data<float>(), N, C_, C_, P.self_attn.wo, P.self_attn.bo, o.data<float>());
     residual(px, o.data<float>(), placement, P.self_norm, N, C_, eps);
@@ -366,7 +381,14 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
           std::memcpy(vc + dst, v + j * C_ + h * Dh_, head_bytes);
         }
       KvView kv{kc + r * H_ * cap_ * Dh_, vc + r * H_ * cap_ * Dh_, cap_ * Dh_, Dh_};
-      attend(q + off[i] * C_, C_, cnt, kv, start + cnt, true, H_, Dh_, ctx + off[i] * C_, C_, s);
+      HeadTap tap;
+      if (on_attention_)
+        tap = [&](int64_t h, const float* w) {
+          on_attention_({AttentionEvent::Kind::Self, l, static_cast<int32_t>(r),
+                         row_source_[static_cast<size_t>(r)], h, start, cnt, start + cnt, w});
+        };
+      attend(q + off[i] * C_, C_, cnt, kv, start + cnt, true, H_, Dh_, ctx + off[i] * C_, C_, s,
+             on_attention_ ? &tap : nullptr);
     }
     linear(ctx, N, C_, C_, P.self_attn.wo, P.self_attn.bo, o);
     residual(x, o, placement, P.self_norm, N, C_, eps);
@@ -384,8 +406,16 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
       for (int64_t i = 0; i < n; ++i) {
         const int64_t b = row_source_[static_cast<size_t>(rows[static_cast<size_t>(i)])];
         KvView kv{ck + b * H_ * S_ * Dh_, cv + b * H_ * S_ * Dh_, S_ * Dh_, Dh_};
-        attend(q + off[i] * C_, C_, off[i + 1] - off[i], kv, src_len_[static_cast<size_t>(b)],
-               false, H_, Dh_, ctx + off[i] * C_, C_, s);
+        const int32_t r = rows[static_cast<size_t>(i)];
+        const int64_t cnt = off[i + 1] - off[i], nk = src_len_[static_cast<size_t>(b)];
+        HeadTap tap;
+        if (on_attention_)
+          tap = [&](int64_t h, const float* w) {
+            on_attention_({AttentionEvent::Kind::Cross, l, r, static_cast<int32_t>(b), h,
+                           len_[static_cast<size_t>(r)], cnt, nk, w});
+          };
+        attend(q + off[i] * C_, C_, cnt, kv, nk, false, H_, Dh_, ctx + off[i] * C_, C_, s,
+               on_attention_ ? &tap : nullptr);
       }
       linear(ctx, N, C_, C_, P.cross_attn.wo, P.cross_attn.bo, o);
       residual(x, o, placement, P.cross_norm, N, C_, eps);

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -34,6 +35,20 @@
 namespace seqtape {
 
 enum class CacheMode { Cached, Uncached };
+
+// Tracing hook (infer/trace.h): the softmax weights of one head of one attention call, for the
+// queries one call fed to one row (encoder: every position of one source, in begin()).
+struct AttentionEvent {
+  enum class Kind { EncoderSelf, Self, Cross } kind = Kind::Self;
+  int64_t layer = 0;
+  int32_t row = -1;    // decoding row (Self, Cross); -1 for EncoderSelf
+  int32_t source = 0;  // the row's source (EncoderSelf: the source encoded)
+  int64_t head = 0;
+  int64_t first_query = 0;  // position of the first query
+  int64_t n_queries = 0, n_keys = 0;
+  const float* weights = nullptr;  // [n_queries, n_keys]; valid during the callback only
+};
+using AttentionObserver = std::function<void(const AttentionEvent&)>;
 
 class DecodeSession {
  public:
@@ -69,6 +84,10 @@ class DecodeSession {
   const InferenceModel& model() const { return m_; }
   int32_t source_of(int32_t row) const { return row_source_[static_cast<size_t>(row)]; }
 
+  // Called with every attention call's weights while set (tracing); unset costs one test per
+  // attention call.
+  void set_attention_observer(AttentionObserver f) { on_attention_ = std::move(f); }
+
   // Self-attention K and V of one position of one row, as allocated: 2·L·C·sizeof(float).
   size_t kv_bytes_per_position() const;
   size_t kv_bytes_allocated() const;  // every self-attention cache buffer (spares included)
@@ -97,6 +116,7 @@ class DecodeSession {
   // Scratch, grown on demand and then reused: no allocation per step.
   Tensor x_, in_, q_, k_, v_, ctx_, out_, hid_, sel_, logits_, scores_;
   std::vector<int32_t> offsets_, flat_, rows_buf_;
+  AttentionObserver on_attention_;
 };
 
 }  // namespace seqtape
