@@ -30,8 +30,9 @@ struct CallRecord {
 
 class Recorder {
  public:
-  Recorder(const InferenceModel& m, const std::vector<int32_t>& start, const TraceOptions& o)
-      : m_(m), topt_(o) {
+  Recorder(const InferenceModel& m, const std::vector<int32_t>& start, const TraceOptions& o,
+           bool beam)
+      : m_(m), topt_(o), beam_(beam) {
     seq_[0] = start;
   }
 
@@ -172,23 +173,25 @@ class Recorder {
     }
     json fed_tokens = json::array();
     for (int32_t id : c.fed) fed_tokens.push_back(token(id));
-    json s = {{"index", c.round},
-              {"phase", c.prefill ? "prefill" : "decode"},
-              {"hypothesis", to_row >= 0 ? to_row : row},
-              {"parent", row},
-              {"fed", c.fed},
-              {"fed_tokens", fed_tokens},
-              {"cache_before", c.cache_before},
-              {"cache_after", c.cache_after},
-              {"logits", c.logits},
-              {"candidates", cands},
-              {"selected", selected},
-              {"score", score},
-              {"stop", stop},
-              {"attention", c.attention},
-              {"max_abs_delta", c.delta >= 0 ? json(c.delta) : json(nullptr)},
-              {"sequence", seq},
-              {"processed", c.cache_after}};
+    json s = {
+        {"index", c.round},
+        {"phase", c.prefill ? "prefill" : "decode"},
+        // beam: the slot that continues the hypothesis, null when it ended here
+        {"hypothesis", to_row >= 0 || !beam_ ? json(to_row >= 0 ? to_row : row) : json(nullptr)},
+        {"parent", row},
+        {"fed", c.fed},
+        {"fed_tokens", fed_tokens},
+        {"cache_before", c.cache_before},
+        {"cache_after", c.cache_after},
+        {"logits", c.logits},
+        {"candidates", cands},
+        {"selected", selected},
+        {"score", score},
+        {"stop", stop},
+        {"attention", c.attention},
+        {"max_abs_delta", c.delta >= 0 ? json(c.delta) : json(nullptr)},
+        {"sequence", seq},
+        {"processed", c.cache_after}};
     return s;
   }
 
@@ -206,6 +209,7 @@ class Recorder {
 
   const InferenceModel& m_;
   TraceOptions topt_;
+  bool beam_ = false;
   int64_t round_ = 0;
   std::map<int32_t, std::vector<int32_t>> seq_, next_seq_;  // row → prompt/<bos> + selections
   std::map<int32_t, CallRecord> calls_;                     // this round's calls, by row
@@ -222,7 +226,7 @@ TracedRun generate_traced(const InferenceModel& model, const std::vector<int32_t
     fail("generate_traced", "the observer hooks are already in use");
   const std::vector<int32_t> start =
       model.seq2seq() ? std::vector<int32_t>{model.vocab().bos_id()} : input;
-  Recorder rec(model, start, topt);
+  Recorder rec(model, start, topt, strategy == Strategy::Beam);
   opt.verify_cache = topt.verify_cache && opt.use_cache;
   opt.on_attention = [&rec](const AttentionEvent& e) { rec.attention(e); };
   opt.on_call = [&rec](const CallEvent& e) { rec.call(e); };

@@ -14,6 +14,7 @@
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/rng.h"
+#include "infer/trace.h"
 #include "nn/loss.h"
 #include "reference/f15_run.h"
 #include "train/optim.h"
@@ -335,6 +336,57 @@ std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& voca
   return rounds;
 }
 
+CachedRun greedy_rounds_cached(const DecoderOnly& model, const Vocab& vocab,
+                               const std::vector<int32_t>& prompt, int64_t max_new, int64_t top_k) {
+  std::vector<NamedTensor> weights;
+  for (auto& [name, p] : model.named_parameters()) weights.push_back({name, p.value()});
+  InferenceModel im(model.config(), vocab, weights, "F15 model");  // shares the storage
+  GenerateOptions opt;
+  opt.max_new = max_new;
+  TraceOptions topt;
+  topt.top_candidates = top_k;
+  topt.source = "seqtape walkthrough (infer/ KV cache)";
+  Tokenizer tok(vocab);
+  topt.input_text = tok.decode(prompt);
+  CachedRun run;
+  run.trace = generate_traced(im, prompt, opt, Strategy::Greedy, topt).trace;
+  for (const nlohmann::json& st : run.trace.at("steps")) {
+    Round r;
+    r.index = st.at("index").get<int64_t>();
+    r.phase = st.at("phase").get<std::string>();
+    r.fed = st.at("fed").get<std::vector<int32_t>>();
+    r.cache_before = st.at("cache_before").get<int64_t>();
+    r.cache_after = st.at("cache_after").get<int64_t>();
+    r.logits = st.at("logits").get<std::vector<double>>();
+    r.probs.resize(r.logits.size());
+    kernels::softmax_rows(r.logits.data(), r.probs.data(), 1,
+                          static_cast<int64_t>(r.logits.size()));
+    for (const nlohmann::json& c : st.at("candidates"))
+      r.top.push_back({c.at("id").get<int32_t>(), c.at("token").get<std::string>(),
+                       c.at("logit").get<double>(), c.at("prob").get<double>()});
+    const int32_t id = st.at("selected").at("id").get<int32_t>();
+    r.selected = {id, vocab.token(id), r.logits[static_cast<size_t>(id)],
+                  st.at("selected").at("prob").get<double>()};
+    if (st.at("stop").at("stopped").get<bool>())
+      r.stop = st.at("stop").at("reason").get<std::string>();
+    r.sequence = st.at("sequence").get<std::vector<int32_t>>();
+    for (const nlohmann::json& a : st.at("attention")) {
+      AttentionRows ar;
+      ar.name = a.at("name").get<std::string>();
+      ar.layer = a.at("layer").get<int64_t>();
+      ar.head = a.at("head").get<int64_t>();
+      ar.kind = a.at("kind").get<std::string>();
+      ar.rows = a.at("rows").get<std::vector<int64_t>>();
+      ar.cols = a.at("cols").get<std::vector<int64_t>>();
+      ar.weights = a.at("weights").get<std::vector<std::vector<double>>>();
+      r.attention.push_back(ar);
+    }
+    if (!st.at("max_abs_delta").is_null()) r.max_abs_delta = st.at("max_abs_delta").get<double>();
+    run.rounds.push_back(r);
+  }
+  return run;
+}
+
 nlohmann::json rounds_trace_json(const DecoderOnly& model, const Vocab& vocab,
                                  const std::vector<int32_t>& prompt,
                                  const std::vector<Round>& rounds, const std::string& source) {
@@ -418,22 +470,29 @@ OutputHeadExample output_head_example() {
 }
 
 std::vector<StateRow> state_example(DecoderOnly& model) {
-  // The bookkeeping of the document: output = every token selected so far (prompt included),
-  // cache = tokens processed; pending = output minus cache.
+  // The real cache: a DecodeSession over the model's weights. output = every token selected so
+  // far (prompt included); cache = the session's processed positions; pending = the rest.
+  std::vector<NamedTensor> weights;
+  for (auto& [name, p] : model.named_parameters()) weights.push_back({name, p.value()});
+  InferenceModel im(model.config(), f15_vocab(), weights, "F15 model");
+  DecodeSession session(im);
+  session.begin({}, {0}, 8);
+  const int64_t V = im.config().vocab_size;
+  auto argmax = [V](const float* z) {
+    return static_cast<int32_t>(std::max_element(z, z + V) - z);
+  };
   std::vector<StateRow> rows;
   std::vector<int32_t> output = {kF15Wo, kF15Ai, kF15Xuexi};
-  int64_t cache = 0;
   auto row = [&](const std::string& event) {
+    const int64_t cache = session.length(0);
     rows.push_back({event, output, cache, {output.begin() + cache, output.end()}});
   };
+  const std::vector<int32_t> row0 = {0};
   row("prompt given");
-  cache = static_cast<int64_t>(output.size());  // prefill processes the 3 prompt tokens
-  auto z = last_logits(model, output);
-  output.push_back(static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin()));
+  output.push_back(argmax(session.prefill(row0, {output})));  // processes the 3 prompt tokens
   row("prefill, then select");
-  cache = static_cast<int64_t>(output.size());  // decode processes the selected token
-  z = last_logits(model, output);
-  output.push_back(static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin()));
+  const std::vector<int32_t> fed = {output.back()};
+  output.push_back(argmax(session.step(row0, fed)));  // processes the selected token
   row("decode, then select");
   return rows;
 }

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -118,6 +118,18 @@ std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& voca
 
 // "decoder.layers.3.self_attn" -> 3 (0 when the name has no layer index).
 int64_t layer_of(const std::string& name);
+
+// The same greedy run on the real KV-cached decoder (infer/, sharing the model's weights),
+// recorded through infer/trace.h: every round's logits and attention come from the cache, and
+// max_abs_delta compares them with the uncached recompute of the whole prefix. `trace` is the
+// seqtape-trace of the run.
+struct CachedRun {
+  std::vector<Round> rounds;
+  nlohmann::json trace;
+};
+CachedRun greedy_rounds_cached(const DecoderOnly& model, const Vocab& vocab,
+                               const std::vector<int32_t>& prompt, int64_t max_new,
+                               int64_t top_k = 4);
 
 // Logits [V] of the last position of `prefix`, recomputed from scratch.
 std::vector<double> last_logits(DecoderOnly& model, const std::vector<int32_t>& prefix);

@@ -141,6 +141,8 @@ nlohmann::json f15_run_json(DecoderOnly& model) {
 
   std::vector<int32_t> sequence = {kF15Wo, kF15Ai};
   out["prompt"] = {{"text", "我爱"}, {"ids", sequence}};
+  // The same run on the real KV-cached decoder (infer/, float32), for comparison.
+  const std::vector<Round> engine = greedy_rounds_cached(model, vocab, sequence, 8).rounds;
   Mat k_cache, v_cache;  // [K, C]
   int64_t processed = 0;
   nlohmann::json rounds = nlohmann::json::array();
@@ -222,6 +224,13 @@ nlohmann::json f15_run_json(DecoderOnly& model) {
     r["cache_after"] = processed;
     r["recompute_logits"] = rounded(Vec(full.begin(), full.end()));
     r["max_abs_delta_recompute"] = delta;
+    if (static_cast<size_t>(round) < engine.size()) {
+      const Vec& el = engine[static_cast<size_t>(round)].logits;
+      double de = 0;
+      for (size_t j = 0; j < el.size(); ++j) de = std::max(de, std::abs(el[j] - logits[j]));
+      r["cached_engine_logits"] = rounded(el);
+      r["max_abs_delta_cached_engine"] = de;
+    }
     sequence.push_back(best);  // selected, not yet processed
     r["sequence"] = sequence;
     const bool eos = best == vocab.eos_id();

@@ -19,7 +19,8 @@ namespace seqtape::reference {
 
 // Parameters appear with their exact float values (shortest round-trip decimal); intermediates
 // are rounded to 6 decimals. `rounds[i].max_abs_delta_recompute` is the largest difference
-// between the plain cached logits and the training model's full-prefix logits.
+// between the plain cached logits and the training model's full-prefix logits, and
+// `max_abs_delta_cached_engine` the one with infer/'s KV-cached decoder (float32).
 nlohmann::json f15_run_json(DecoderOnly& model);
 
 // The largest |a - b| over every number of two JSON documents of the same structure, or +inf

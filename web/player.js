@@ -19,7 +19,9 @@
       ["fed", "sequence", "candidates"].forEach(function (k) {
         if (!Array.isArray(s[k])) throw new Error("steps[" + i + "]." + k + " is missing");
       });
-      if (!s.selected || typeof s.selected.id !== "number") throw new Error("steps[" + i + "].selected is missing");
+      // null only for a pruned beam hypothesis
+      if (s.selected !== null && (!s.selected || typeof s.selected.id !== "number"))
+        throw new Error("steps[" + i + "].selected is missing");
     });
     return t;
   }
@@ -41,7 +43,8 @@
     state.frames = buildFrames(state.trace);
     $("trace-name").textContent = "Showing: " + name;
     pause();
-    go(0);
+    var m = /step=(\d+)/.exec(window.location.hash);  // #step=N opens at step N (links, screenshots)
+    go(m ? Number(m[1]) - 1 : 0);
     return true;
   }
 
@@ -96,7 +99,10 @@
 
   function roundLabel(s) {
     var beam = state.trace.search && state.trace.search.kind === "beam";
-    return "Round " + (s.index + 1) + (beam ? " · hypothesis " + s.hypothesis : "");
+    if (!beam) return "Round " + (s.index + 1);
+    return "Round " + (s.index + 1) + (s.hypothesis === null || s.hypothesis === undefined
+      ? " · a hypothesis that ends (from " + s.parent + ")"
+      : " · hypothesis " + s.hypothesis + " (from " + s.parent + ")");
   }
 
   function caption(f) {
@@ -116,11 +122,14 @@
         " " + ids(s.fed) + "; the cache grows " + s.cache_before + " → " + s.cache_after +
         ". The history is not re-run: it is read from the cache.";
     }
-    var best = s.candidates[0] || s.selected;
+    var best = s.candidates[0] || s.selected || { token: "–", prob: 0 };
     if (f.kind === "score")
       return roundLabel(s) + ": the last processed position scores every candidate; the highest is " +
         best.token + " (" + fmt(best.prob) + ").";
     var out = s.sequence.length, cache = s.cache_after;
+    if (!s.selected)
+      return roundLabel(s) + ": none of this hypothesis' candidates is among the " +
+        (state.trace.search.beam_size || "") + " best of the round: it is pruned.";
     var msg = roundLabel(s) + ": select " + s.selected.token + " (" + fmt(s.selected.prob) + "). " +
       "It is appended but not yet processed: output " + out + " tokens, cache " + cache + ". ";
     if (s.stop && s.stop.stopped)
@@ -155,9 +164,10 @@
       status = function () { return "pending"; };
     } else {
       var s = f.step;
-      seq = f.kind === "select" ? s.sequence : s.sequence.slice(0, s.sequence.length - 1);
+      var pruned = !s.selected;
+      seq = f.kind === "select" || pruned ? s.sequence : s.sequence.slice(0, s.sequence.length - 1);
       status = function (i) {
-        if (f.kind === "select" && i === seq.length - 1) return "selected";
+        if (f.kind === "select" && !pruned && i === seq.length - 1) return "selected";
         if (f.kind === "process" && i >= s.cache_before && i < s.cache_after) return "feeding";
         return i < s.cache_after ? "processed" : "pending";
       };
@@ -197,7 +207,8 @@
     var box = $("candidates");
     box.textContent = "";
     var showScores = f.kind === "score" || f.kind === "select";
-    $("selected-token").textContent = f.kind === "select" ? f.step.selected.token : "–";
+    $("selected-token").textContent =
+      f.kind !== "select" ? "–" : f.step.selected ? f.step.selected.token : "none (pruned)";
     $("stop").textContent = f.kind === "select" ? stopText(f.step) : "–";
     var d = f.kind === "input" ? null : f.step.max_abs_delta;
     $("delta").textContent = d === null || d === undefined ? "–" : Number(d).toExponential(1);
@@ -208,7 +219,8 @@
       return;
     }
     var cands = f.step.candidates.slice();
-    if (!cands.some(function (c) { return c.id === f.step.selected.id; })) cands.push(f.step.selected);
+    var selId = f.step.selected ? f.step.selected.id : -1;
+    if (f.step.selected && !cands.some(function (c) { return c.id === selId; })) cands.push(f.step.selected);
     cands.forEach(function (c, i) {
       box.appendChild(el("span", "cand-token", c.token + "  (" + c.id + ")"));
       var bar = el("div", "cand-bar");
@@ -221,15 +233,18 @@
       box.appendChild(bar);
       box.appendChild(el("span", "cand-prob", fmt(c.prob)));
       var mark = "";
-      if (f.kind === "select" && c.id === f.step.selected.id) mark = "✓ selected";
+      if (f.kind === "select" && c.id === selId) mark = "✓ selected";
       else if (f.kind === "score" && i === 0) mark = "highest";
       box.appendChild(el("span", "cand-mark", mark));
     });
   }
 
-  function keyLabel(a, pos) {
-    var seq = a.kind === "cross" ? state.trace.input.ids : null;
-    return seq ? tokenText(seq[pos]) : null;
+  // Token labels of an attention map's queries and keys: decoder self-attention is over the
+  // decoded sequence, cross-attention reads the source, the encoder attends within the source.
+  function axes(a, seq) {
+    var src = state.trace.input.ids;
+    var enc = /^encoder\./.test(a.name);
+    return { q: enc ? src : seq, k: enc || a.kind === "cross" ? src : seq, causal: !enc && a.kind === "self" };
   }
 
   function renderAttention(f) {
@@ -247,20 +262,20 @@
       var table = el("table", "heatmap");
       table.setAttribute("aria-label", a.name + " head " + a.head + " attention weights");
       var head = el("tr");
+      var ax = axes(a, seq);
       head.appendChild(el("th", "", "q \\ k"));
       a.cols.forEach(function (c) {
-        head.appendChild(el("th", "", (a.kind === "cross" ? keyLabel(a, c) : tokenText(seq[c])) + " " + c));
+        head.appendChild(el("th", "", tokenText(ax.k[c]) + " " + c));
       });
       table.appendChild(head);
       a.rows.forEach(function (r, ri) {
         var tr = el("tr");
-        tr.appendChild(el("th", "", tokenText(seq[r]) + " " + r));
+        tr.appendChild(el("th", "", tokenText(ax.q[r]) + " " + r));
         a.cols.forEach(function (c, ci) {
           var w = a.weights[ri][ci];
-          var masked = a.kind === "self" && c > r;
+          var masked = ax.causal && c > r;
           var td = el("td", masked ? "masked" : "", masked ? "–" : fmt(w, 2));
-          var keyName = a.kind === "cross" ? keyLabel(a, c) : tokenText(seq[c]);
-          td.title = "query " + tokenText(seq[r]) + " (pos " + r + ") → key " + keyName + " (pos " + c + "): " +
+          td.title = "query " + tokenText(ax.q[r]) + " (pos " + r + ") → key " + tokenText(ax.k[c]) + " (pos " + c + "): " +
             (masked ? "masked (future position), weight 0" : fmt(w, 4));
           if (!masked) {
             td.style.background = "rgba(74,127,181," + Math.max(0.04, w) + ")";
@@ -362,7 +377,8 @@
   // ---- start -----------------------------------------------------------------------------
 
   function loadEmbedded() {
-    if (window.SEQTAPE_EMBEDDED_TRACE) return load(window.SEQTAPE_EMBEDDED_TRACE, "the F15 trace (embedded, f15_trace.js)");
+    var t = window.SEQTAPE_EMBEDDED_TRACE;
+    if (t) return load(t, "the embedded trace (f15_trace.js)" + (t.input && t.input.text ? ", input " + t.input.text : ""));
     showError("No trace loaded: open a trace file or drop one on the page.");
     return false;
   }

@@ -12,10 +12,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// ctest runs this binary in <build>/tests; the build root is its parent.
+// This binary is <build>/tests/test_reference: the build root is two levels up.
 fs::path build_root() {
-  fs::path cwd = fs::current_path();
-  return cwd.filename() == "tests" ? cwd.parent_path() : cwd;
+  return fs::canonical("/proc/self/exe").parent_path().parent_path();
 }
 
 struct Output {

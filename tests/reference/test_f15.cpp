@@ -156,6 +156,7 @@ TEST(F15, RunJsonHasEveryParameterAndIntermediateAndMatchesTheShippedOne) {
       EXPECT_TRUE(r.contains(key)) << key;
     // The plain cached forward agrees with recomputing the prefix on the training model.
     EXPECT_LT(r["max_abs_delta_recompute"].get<double>(), 1e-5);
+    EXPECT_LT(r["max_abs_delta_cached_engine"].get<double>(), 1e-5);
     EXPECT_EQ(r["k_cache"].size(), r["cache_after"].get<size_t>());
   }
   std::ifstream in(kShipped + "/run.json");

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 
 #include "infer/trace.h"
 #include "reference/f15.h"
@@ -165,6 +167,36 @@ TEST(Trace, BeamIsRecordedPerHypothesisWithParents) {
     EXPECT_EQ(plain.tokens, tr.result.tokens) << to_string(arch);
     EXPECT_EQ(t["result"]["cache_lengths"].get<std::vector<int64_t>>(), plain.cache_lengths);
   }
+}
+
+// web/f15_trace.js embeds `seqtape generate --trace` on the shipped F15 checkpoint: it must
+// still be what the engine records.
+TEST(Trace, EmbeddedF15TraceOfThePageIsCurrent) {
+  const std::string root = SEQTAPE_SOURCE_DIR;
+  std::ifstream in(root + "/web/f15_trace.js");
+  ASSERT_TRUE(in) << "web/f15_trace.js is missing";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string js = ss.str();
+  const auto at = js.find("window.SEQTAPE_EMBEDDED_TRACE = ");
+  ASSERT_NE(at, std::string::npos);
+  const auto start = js.find('{', at), end = js.rfind('}');
+  json embedded = json::parse(js.substr(start, end - start + 1));
+  InferenceModel m = InferenceModel::load(root + "/datasets/f15/checkpoint.bin");
+  Tokenizer tok(m.vocab());
+  GenerateOptions opt;
+  TraceOptions topt;
+  topt.input_text = "我爱";
+  json fresh = generate_traced(m, encode_input(m, tok, "我爱"), opt, Strategy::Greedy, topt).trace;
+  ASSERT_EQ(embedded["steps"].size(), fresh["steps"].size());
+  for (size_t i = 0; i < fresh["steps"].size(); ++i) {
+    const json &a = embedded["steps"][i], &b = fresh["steps"][i];
+    EXPECT_EQ(a["selected"]["id"], b["selected"]["id"]);
+    EXPECT_EQ(a["cache_after"], b["cache_after"]);
+    EXPECT_EQ(a["fed"], b["fed"]);
+    EXPECT_NEAR(a["selected"]["prob"].get<double>(), b["selected"]["prob"].get<double>(), 1e-5);
+  }
+  EXPECT_EQ(embedded["result"]["cache_lengths"], json({2, 3, 4}));
 }
 
 }  // namespace
