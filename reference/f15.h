@@ -134,11 +134,6 @@ CachedRun greedy_rounds_cached(const DecoderOnly& model, const Vocab& vocab,
 // Logits [V] of the last position of `prefix`, recomputed from scratch.
 std::vector<double> last_logits(DecoderOnly& model, const std::vector<int32_t>& prefix);
 
-// The trace JSON of web/TRACE_FORMAT.md for these rounds.
-nlohmann::json rounds_trace_json(const DecoderOnly& model, const Vocab& vocab,
-                                 const std::vector<int32_t>& prompt,
-                                 const std::vector<Round>& rounds, const std::string& source);
-
 // ---- the two small examples of the document ------------------------------------------------
 
 // h = [1,2], Wout = [[0,1,0,1,-1,0],[0,0,1,1,0,-1]]: h·Wout through the library's matmul op.
