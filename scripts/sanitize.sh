@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the whole test suite with AddressSanitizer + UndefinedBehaviorSanitizer (g++,
+# -DSEQTAPE_SANITIZE=ON, RelWithDebInfo, no benchmarks) into build-asan/ and runs it under
+# ctest. Zero reports allowed: UBSan and ASan stop the process at the first report, leaks are
+# checked at exit, and every report (also from `seqtape` processes that tests spawn) is written
+# to build-asan/sanitizer-reports/, which must stay empty.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/setup.sh
+
+jobs=2
+cmake -S . -B build-asan -DSEQTAPE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSEQTAPE_BUILD_BENCH=OFF -DSEQTAPE_BUILD_TESTS=ON >/dev/null
+if ! cmake --build build-asan -j"$jobs" >build-asan/build.log 2>&1; then
+  grep -E 'error|Error' -A5 build-asan/build.log | head -60 >&2
+  echo "sanitize: build failed: see build-asan/build.log" >&2
+  exit 1
+fi
+
+reports=$PWD/build-asan/sanitizer-reports
+rm -rf "$reports"
+mkdir -p "$reports"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$reports/asan"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
+status=0
+ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 || status=$?
+if compgen -G "$reports/*" >/dev/null; then
+  echo "sanitize: sanitizer reports:" >&2
+  for f in "$reports"/*; do
+    echo "==== $f" >&2
+    head -40 "$f" >&2
+  done
+  status=1
+fi
+if [ "$status" -ne 0 ]; then
+  echo "sanitize: FAILED" >&2
+  exit "$status"
+fi
+echo "sanitize: all tests pass under ASan + UBSan with zero reports"
