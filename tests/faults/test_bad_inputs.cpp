@@ -726,26 +726,25 @@ TEST(BadInputsDoc, WriteTheTable) {
     md << "| " << ++n << " | " << cell(row.what) << " | " << code_cell(command_line(row)) << " | "
        << r.exit_code << " | " << code_cell(r.err) << " |\n";
   }
-  md << "\nThe other fault tests in `tests/faults/`, for the record:\n\n"
-        "- `KillResume.*`: `seqtape train --save-every 1` is killed with SIGKILL at 50 seeded "
-        "random\n"
-        "  moments; after each kill the newest checkpoint loads, its step never goes back, and at\n"
-        "  most the killed run's own temp file remains (the next run removes those of dead\n"
-        "  processes). A final `--resume` run finishes, and every loss logged by the 51 runs "
-        "equals\n"
-        "  the uninterrupted run's loss at that step, bit for bit.\n"
-        "- `InjectedDiskFull.*`, `RealDiskFull.*`: a save that hits ENOSPC (injected at a byte\n"
-        "  offset or at fsync, and on a real full 1 MB tmpfs) stops training with exit 3 and\n"
-        "  `... cannot save: writing ... failed: No space left on device (the previous file is\n"
-        "  unchanged)`; the previous checkpoint is byte-identical and training resumes from it.\n"
-        "- `NumericalFaults.*`: NaN/Inf injected into a weight, the input embeddings or a "
-        "gradient\n"
-        "  stops training naming the step, the op (`--anomaly`: e.g. `step 4: add: anomaly:\n"
-        "  non-finite value nan ...`) or the parameter, and the last good checkpoint; a NaN "
-        "weight\n"
-        "  that the loss does not see (ReLU) is refused at the next save.\n"
-        "- `FuzzRegressions.*`: every input under `fuzz/regressions/` and every seed under\n"
-        "  `fuzz/corpus/` through the fuzz targets' code (see `fuzz/README.md`).\n";
+  md << R"(
+The other fault tests in `tests/faults/`, for the record:
+
+- `KillResume.*`: `seqtape train --save-every 1` is killed with SIGKILL at 50 seeded random
+  moments; after each kill the newest checkpoint loads, its step never goes back, and at most
+  one temp file is left (each run removes those of dead processes when it starts). A final
+  `--resume` run finishes, and every loss logged by the 51 runs equals the uninterrupted
+  run's loss at that step, bit for bit.
+- `InjectedDiskFull.*`, `RealDiskFull.*`: a save that hits ENOSPC (injected at a byte offset
+  or at fsync, and on a real full 1 MB tmpfs) stops training with exit 3 and
+  `... cannot save: writing ... failed: No space left on device (the previous file is
+  unchanged)`; the previous checkpoint is byte-identical and training resumes from it.
+- `NumericalFaults.*`: NaN/Inf injected into a weight, the input embeddings or a gradient
+  stops training naming the step, the op (`--anomaly`: e.g. `step 4: add: anomaly:
+  non-finite value nan ...`) or the parameter, and the last good checkpoint; a NaN weight
+  that the loss does not see (ReLU) is refused at the next save.
+- `FuzzRegressions.*`: every input under `fuzz/regressions/` and every seed under
+  `fuzz/corpus/` through the fuzz targets' code (see `fuzz/README.md`).
+)";
   write_file(path, md.str());
   std::printf("[          ] wrote %d rows to %s\n", n, path);
 }
