@@ -55,11 +55,15 @@ const bool kRegistered = [] {
     benchmark::RegisterBenchmark("BM_sgemm_raw", BM_sgemm_raw)
         ->Args(s)
         ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond);
+        ->Unit(benchmark::kMicrosecond)
+        ->Repetitions(3)
+        ->DisplayAggregatesOnly(true);
     benchmark::RegisterBenchmark("BM_matmul_op", BM_matmul_op)
         ->Args(s)
         ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond);
+        ->Unit(benchmark::kMicrosecond)
+        ->Repetitions(3)
+        ->DisplayAggregatesOnly(true);
   }
   return true;
 }();

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,15 @@ class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
-      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
-      std::string name = r.benchmark_name();
-      const std::string suffix = "/real_time";  // looked up without it
-      if (name.size() > suffix.size() && name.ends_with(suffix))
-        name.resize(name.size() - suffix.size());
+      if (r.error_occurred) continue;
+      // With repetitions the median stands for the benchmark; otherwise its single run.
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (r.run_type != Run::RT_Iteration && !median) continue;
+      // Looked up as "function/args", without "/repeats:N" or "/real_time".
+      std::string name = r.run_name.function_name;
+      if (!r.run_name.args.empty()) name += "/" + r.run_name.args;
+      if (!median && medians_.count(name)) continue;
+      if (median) medians_.insert(name);
       ns_per_iter_[name] = r.GetAdjustedRealTime() * to_ns(r.time_unit);
       counters_[name] = r.counters;
     }
@@ -54,6 +59,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     }
   }
   std::map<std::string, double> ns_per_iter_;
+  std::set<std::string> medians_;
   std::map<std::string, benchmark::UserCounters> counters_;
 };
 
