@@ -58,6 +58,17 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
              {rand_t(rng, m.a), rand_t(rng, m.b)});
   }
 
+  // affine: x·W + b fused, with and without bias, transposed weight, batched rows
+  add_case("affine", "x[2,3,4] W[4,5] b[5]",
+           [](const std::vector<Var>& v) { return affine(v[0], v[1], v[2]); },
+           {rand_t(rng, {2, 3, 4}), rand_t(rng, {4, 5}), rand_t(rng, {5})});
+  add_case("affine", "x[3,4] Wᵀ[5,4] b[5]",
+           [](const std::vector<Var>& v) { return affine(v[0], v[1], v[2], true); },
+           {rand_t(rng, {3, 4}), rand_t(rng, {5, 4}), rand_t(rng, {5})});
+  add_case("affine", "x[3,4] W[4,2] no bias",
+           [](const std::vector<Var>& v) { return affine(v[0], v[1], Var()); },
+           {rand_t(rng, {3, 4}), rand_t(rng, {4, 2})});
+
   // binary elementwise with broadcasting
   struct Bin {
     Shape a, b;

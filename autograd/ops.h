@@ -34,6 +34,11 @@ struct Mask {
 // a [..., M, K] with b [..., K, N] (same leading dims), or b 2-D shared by every batch.
 Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = false);
 
+// y = x·op(W) + b over the last axis of x, fused into one node: x [..., K], W [K, N] (or
+// [N, K] with trans_w), b [N] or undefined → [..., N]. The bias is added in place of a
+// separate broadcast add, and its gradient is a column sum of the upstream gradient.
+Var affine(const Var& x, const Var& w, const Var& b, bool trans_w = false);
+
 // ---- elementwise, with NumPy broadcasting ----------------------------------------------
 Var add(const Var& a, const Var& b);
 Var sub(const Var& a, const Var& b);

@@ -110,4 +110,51 @@ Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
       });
 }
 
+Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
+  const char* op = "affine";
+  detail::check_same_dtype(x, w, op);
+  const bool has_b = b.defined();
+  if (has_b) detail::check_same_dtype(x, b, op);
+  if (w.ndim() != 2 || x.ndim() < 1)
+    fail(op, "needs x [..., K] and a 2-D weight, got x " + shape_str(x.shape()) + " and W " +
+                 shape_str(w.shape()));
+  const int64_t k = x.dim(-1), n = tw ? w.dim(0) : w.dim(1);
+  if ((tw ? w.dim(1) : w.dim(0)) != k)
+    fail(op, "x " + shape_str(x.shape()) + " does not match W" + (tw ? "ᵀ " : " ") +
+                 shape_str(w.shape()));
+  if (has_b && b.shape() != Shape{n})
+    fail(op, "bias " + shape_str(b.shape()) + " must be [" + std::to_string(n) + "] for W " +
+                 shape_str(w.shape()));
+  const int64_t r = k ? x.numel() / k : 0;
+  Shape os = x.shape();
+  os.back() = n;
+  Tensor out = Tensor::empty(os, x.dtype());  // [..., N]
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* y = out.data<T>();
+    kernels::gemm<T>(false, tw, r, n, k, T(1), x.value().data<T>(), k, w.value().data<T>(),
+                     tw ? k : n, T(0), y, n);
+    if (has_b) kernels::add_row_bias<T>(y, b.value().data<T>(), r, n);
+  });
+  const bool grad = has_b ? detail::wants_grad({&x, &w, &b}) : detail::wants_grad({&x, &w});
+  // dX += g·op(W)ᵀ, dW += op-transposed Xᵀ·g, db += Σ_rows g
+  return detail::make_result(op, std::move(out), grad,
+                             [xi = x.shared(), wi = w.shared(), bi = has_b ? b.shared() : nullptr,
+                              tw, r, n, k](VarImpl& o) {
+                               dispatch(o.value.dtype(), [&](auto tag) {
+                                 using T = decltype(tag);
+                                 const T* g = o.grad.data<T>();
+                                 T* dx = xi->requires_grad ? grad_buffer(*xi).data<T>() : nullptr;
+                                 T* dw = wi->requires_grad ? grad_buffer(*wi).data<T>() : nullptr;
+                                 gemm_backward<T>(false, tw, r, n, k, xi->value.data<T>(),
+                                                  wi->value.data<T>(), g, dx, dw);
+                                 if (bi && bi->requires_grad) {
+                                   T* db = grad_buffer(*bi).data<T>();
+                                   for (int64_t i = 0; i < r; ++i)
+                                     for (int64_t j = 0; j < n; ++j) db[j] += g[i * n + j];
+                                 }
+                               });
+                             });
+}
+
 }  // namespace seqtape

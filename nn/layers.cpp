@@ -4,37 +4,12 @@
 
 namespace seqtape {
 
-namespace {
-// [..., K] → [N, K] with N the product of the leading dims; returns the leading dims.
-Shape leading_dims(const Var& x, const char* op) {
-  if (x.ndim() < 1) throw Error(std::string(op) + ": input must have at least one axis");
-  Shape lead(x.shape().begin(), x.shape().end() - 1);
-  return lead;
-}
-}  // namespace
-
 Var linear(const Var& x, const Var& w, const Var& b) {
-  if (w.ndim() != 2 || x.ndim() < 1 || x.dim(-1) != w.dim(0))
-    throw Error("linear: input " + shape_str(x.shape()) + " does not match weight [in, out] " +
-                shape_str(w.shape()));
-  Shape out_shape = leading_dims(x, "linear");
-  out_shape.push_back(w.dim(1));
-  Var x2 = reshape(x, {-1, w.dim(0)});  // [N, in]
-  Var y = matmul(x2, w);                // [N, out]
-  if (b.defined()) y = add(y, b);       // [N, out]
-  return reshape(y, out_shape);         // [..., out]
+  return affine(x, w, b);  // [..., in] -> [..., out]
 }
 
 Var linear_transposed(const Var& x, const Var& w_t, const Var& b) {
-  if (w_t.ndim() != 2 || x.ndim() < 1 || x.dim(-1) != w_t.dim(1))
-    throw Error("linear_transposed: input " + shape_str(x.shape()) +
-                " does not match weight [out, in] " + shape_str(w_t.shape()));
-  Shape out_shape = leading_dims(x, "linear_transposed");
-  out_shape.push_back(w_t.dim(0));
-  Var x2 = reshape(x, {-1, w_t.dim(1)});                         // [N, in]
-  Var y = matmul(x2, w_t, /*trans_a=*/false, /*trans_b=*/true);  // [N, out]
-  if (b.defined()) y = add(y, b);                                // [N, out]
-  return reshape(y, out_shape);                                  // [..., out]
+  return affine(x, w_t, b, /*trans_w=*/true);  // [..., in] -> [..., out]
 }
 
 Var activate(const Var& x, Activation act) {
