@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds (Release) and runs the whole test suite under ctest.
+# The whole test suite: installs the dependencies, then
+#   1. the test suite again under AddressSanitizer + UndefinedBehaviorSanitizer (scripts/sanitize.sh),
+#   2. every libFuzzer target for a short fixed budget (scripts/fuzz.sh, FUZZ_SECONDS, default 30),
+#   3. the Release build and its test suite under ctest (last, so ctest's summary ends the output).
+# SEQTAPE_QUICK=1 skips steps 1 and 2 (for a quick local check; CI runs everything).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+if [ "${SEQTAPE_QUICK:-0}" != 1 ]; then
+  echo "== sanitizers: the test suite under ASan + UBSan =="
+  ./scripts/sanitize.sh
+  echo "== fuzzing: each target for ${FUZZ_SECONDS:-30} s =="
+  ./scripts/fuzz.sh
+fi
+echo "== Release build and the test suite =="
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc 2>/dev/null || echo 2)"
