@@ -78,41 +78,55 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
     }
   });
   const bool grad = wants_grad({&a, &b});
-  return make_result(op, std::move(out), grad,
-                     [ai = a.shared(), bi = b.shared(), bc, ga, gb, op](VarImpl& o) {
-                       dispatch(o.value.dtype(), [&](auto tag) {
-                         using T = decltype(tag);
-                         const T* g = o.grad.data<T>();
-                         const T* pa = ai->value.data<T>();
-                         const T* pb = bi->value.data<T>();
-                         const T* po = o.value.data<T>();
-                         // dA += ∂f/∂a · g, dB += ∂f/∂b · g (summed where broadcast)
-                         T* da = ai->requires_grad ? grad_buffer(*ai).data<T>() : nullptr;
-                         T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
-                         (void)op;
-                         const int64_t n = o.value.numel();
-                         if (bc.same) {
-                           if (da)
-                             for (int64_t i = 0; i < n; ++i) da[i] += ga(g[i], pa[i], pb[i], po[i]);
-                           if (db)
-                             for (int64_t i = 0; i < n; ++i) db[i] += gb(g[i], pa[i], pb[i], po[i]);
-                         } else if (const int64_t in = bc.suffix_inner; in > 0) {
-                           if (da)
-                             for (int64_t r = 0; r < n; r += in)
-                               for (int64_t j = 0; j < in; ++j)
-                                 da[r + j] += ga(g[r + j], pa[r + j], pb[j], po[r + j]);
-                           if (db)
-                             for (int64_t r = 0; r < n; r += in)
-                               for (int64_t j = 0; j < in; ++j)
-                                 db[j] += gb(g[r + j], pa[r + j], pb[j], po[r + j]);
-                         } else {
-                           broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) {
-                             if (da) da[ia] += ga(g[io], pa[ia], pb[ib], po[io]);
-                             if (db) db[ib] += gb(g[io], pa[ia], pb[ib], po[io]);
-                           });
-                         }
-                       });
-                     });
+  return make_result(
+      op, std::move(out), grad, [ai = a.shared(), bi = b.shared(), bc, ga, gb, op](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* g = o.grad.data<T>();
+          const T* pa = ai->value.data<T>();
+          const T* pb = bi->value.data<T>();
+          const T* po = o.value.data<T>();
+          // dA += ∂f/∂a · g, dB += ∂f/∂b · g (summed where broadcast)
+          (void)op;
+          const int64_t n = o.value.numel();
+          // A gradient every element of which is written here needs no zero
+          // fill when it is new (grad_fresh); summed ones do (grad_buffer).
+          if (bc.same) {
+            if (ai->requires_grad) {
+              T* da = grad_fresh(*ai) ? nullptr : ai->grad.data<T>();
+              T* w = ai->grad.data<T>();
+              for (int64_t i = 0; i < n; ++i)
+                w[i] = (da ? da[i] : T(0)) + ga(g[i], pa[i], pb[i], po[i]);
+            }
+            if (bi->requires_grad) {
+              T* db = grad_fresh(*bi) ? nullptr : bi->grad.data<T>();
+              T* w = bi->grad.data<T>();
+              for (int64_t i = 0; i < n; ++i)
+                w[i] = (db ? db[i] : T(0)) + gb(g[i], pa[i], pb[i], po[i]);
+            }
+            return;
+          }
+          T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
+          if (const int64_t in = bc.suffix_inner; in > 0) {
+            if (ai->requires_grad) {
+              T* da = grad_fresh(*ai) ? nullptr : ai->grad.data<T>();
+              T* w = ai->grad.data<T>();
+              for (int64_t r = 0; r < n; r += in)
+                for (int64_t j = 0; j < in; ++j)
+                  w[r + j] = (da ? da[r + j] : T(0)) + ga(g[r + j], pa[r + j], pb[j], po[r + j]);
+            }
+            if (db)
+              for (int64_t r = 0; r < n; r += in)
+                for (int64_t j = 0; j < in; ++j) db[j] += gb(g[r + j], pa[r + j], pb[j], po[r + j]);
+          } else {
+            T* da = ai->requires_grad ? grad_buffer(*ai).data<T>() : nullptr;
+            broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) {
+              if (da) da[ia] += ga(g[io], pa[ia], pb[ib], po[io]);
+              if (db) db[ib] += gb(g[io], pa[ia], pb[ib], po[io]);
+            });
+          }
+        });
+      });
 }
 
 // out = f(a); backward da += df(g, a, out).
@@ -132,8 +146,14 @@ Var unary(const char* op, const Var& a, F f, DF df) {
       const T* g = o.grad.data<T>();
       const T* pa = ai->value.data<T>();
       const T* po = o.value.data<T>();
-      T* da = grad_buffer(*ai).data<T>();
-      for (int64_t i = 0, n = o.value.numel(); i < n; ++i) da[i] += df(g[i], pa[i], po[i]);
+      const int64_t n = o.value.numel();
+      if (grad_fresh(*ai)) {  // every element written: no zero fill
+        T* da = ai->grad.data<T>();
+        for (int64_t i = 0; i < n; ++i) da[i] = df(g[i], pa[i], po[i]);
+      } else {
+        T* da = ai->grad.data<T>();
+        for (int64_t i = 0; i < n; ++i) da[i] += df(g[i], pa[i], po[i]);
+      }
     });
   });
 }

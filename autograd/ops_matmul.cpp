@@ -50,24 +50,25 @@ MatmulPlan plan_matmul(const Var& a, const Var& b, bool ta, bool tb) {
   return p;
 }
 
-// One product's backward: dA += ∂/∂A, dB += ∂/∂B of C = op(A)·op(B), accumulating (beta = 1).
+// One product's backward: dA = beta_a·dA + ∂/∂A, dB = beta_b·dB + ∂/∂B of C = op(A)·op(B)
+// (beta 1 accumulates; beta 0 writes a freshly allocated gradient without zero-filling it).
 //   !ta: dA += dC·op(B)ᵀ           ta: dA += op(B)·dCᵀ
 //   !tb: dB += op(A)ᵀ·dC           tb: dB += dCᵀ·op(A)
 template <typename T>
 void gemm_backward(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
-                   const T* dc, T* da, T* db) {
+                   const T* dc, T* da, T* db, T beta_a, T beta_b) {
   const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   if (da) {
     if (!ta)
-      kernels::gemm<T>(false, !tb, m, k, n, T(1), dc, n, b, ldb, T(1), da, k);
+      kernels::gemm<T>(false, !tb, m, k, n, T(1), dc, n, b, ldb, beta_a, da, k);
     else
-      kernels::gemm<T>(tb, true, k, m, n, T(1), b, ldb, dc, n, T(1), da, m);
+      kernels::gemm<T>(tb, true, k, m, n, T(1), b, ldb, dc, n, beta_a, da, m);
   }
   if (db) {
     if (!tb)
-      kernels::gemm<T>(!ta, false, k, n, m, T(1), a, lda, dc, n, T(1), db, n);
+      kernels::gemm<T>(!ta, false, k, n, m, T(1), a, lda, dc, n, beta_b, db, n);
     else
-      kernels::gemm<T>(true, ta, n, k, m, T(1), dc, n, a, lda, T(1), db, k);
+      kernels::gemm<T>(true, ta, n, k, m, T(1), dc, n, a, lda, beta_b, db, k);
   }
 }
 
@@ -92,22 +93,29 @@ Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
                        tb ? p.k : p.n, T(0), pc + i * c_step, p.n);
   });
   const bool grad = detail::wants_grad({&a, &b});
-  return detail::make_result(
-      "matmul", std::move(out), grad,
-      [ai = a.shared(), bi = b.shared(), ta, tb, gemms, m, n = p.n, k = p.k, a_step, b_step,
-       c_step](VarImpl& o) {
-        dispatch(o.value.dtype(), [&](auto tag) {
-          using T = decltype(tag);
-          const T* pa = ai->value.data<T>();
-          const T* pb = bi->value.data<T>();
-          const T* dc = o.grad.data<T>();
-          T* da = ai->requires_grad ? grad_buffer(*ai).data<T>() : nullptr;
-          T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
-          for (int64_t i = 0; i < gemms; ++i)
-            gemm_backward<T>(ta, tb, m, n, k, pa + i * a_step, pb + i * b_step, dc + i * c_step,
-                             da ? da + i * a_step : nullptr, db ? db + i * b_step : nullptr);
-        });
-      });
+  return detail::make_result("matmul", std::move(out), grad,
+                             [ai = a.shared(), bi = b.shared(), ta, tb, gemms, m, n = p.n, k = p.k,
+                              a_step, b_step, c_step](VarImpl& o) {
+                               dispatch(o.value.dtype(), [&](auto tag) {
+                                 using T = decltype(tag);
+                                 const T* pa = ai->value.data<T>();
+                                 const T* pb = bi->value.data<T>();
+                                 const T* dc = o.grad.data<T>();
+                                 const bool fa = ai->requires_grad && grad_fresh(*ai);
+                                 const bool fb = bi->requires_grad && grad_fresh(*bi);
+                                 T* da = ai->requires_grad ? ai->grad.data<T>() : nullptr;
+                                 T* db = bi->requires_grad ? bi->grad.data<T>() : nullptr;
+                                 for (int64_t i = 0; i < gemms; ++i) {
+                                   // Each batch writes its own slice of dA; a shared B (b_step 0)
+                                   // sums over batches.
+                                   const T beta_b = fb && (b_step != 0 || i == 0) ? T(0) : T(1);
+                                   gemm_backward<T>(
+                                       ta, tb, m, n, k, pa + i * a_step, pb + i * b_step,
+                                       dc + i * c_step, da ? da + i * a_step : nullptr,
+                                       db ? db + i * b_step : nullptr, fa ? T(0) : T(1), beta_b);
+                                 }
+                               });
+                             });
 }
 
 Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
@@ -144,10 +152,13 @@ Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
                                dispatch(o.value.dtype(), [&](auto tag) {
                                  using T = decltype(tag);
                                  const T* g = o.grad.data<T>();
-                                 T* dx = xi->requires_grad ? grad_buffer(*xi).data<T>() : nullptr;
-                                 T* dw = wi->requires_grad ? grad_buffer(*wi).data<T>() : nullptr;
+                                 const bool fx = xi->requires_grad && grad_fresh(*xi);
+                                 const bool fw = wi->requires_grad && grad_fresh(*wi);
+                                 T* dx = xi->requires_grad ? xi->grad.data<T>() : nullptr;
+                                 T* dw = wi->requires_grad ? wi->grad.data<T>() : nullptr;
                                  gemm_backward<T>(false, tw, r, n, k, xi->value.data<T>(),
-                                                  wi->value.data<T>(), g, dx, dw);
+                                                  wi->value.data<T>(), g, dx, dw, fx ? T(0) : T(1),
+                                                  fw ? T(0) : T(1));
                                  if (bi && bi->requires_grad) {
                                    T* db = grad_buffer(*bi).data<T>();
                                    for (int64_t i = 0; i < r; ++i)

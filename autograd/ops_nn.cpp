@@ -124,21 +124,23 @@ Var softmax(const Var& a) {
     kernels::softmax_rows<T>(a.value().data<T>(), out.data<T>(), r, c);
   });
   // dx = y ⊙ (g − Σ g·y) per row
-  return make_result("softmax", std::move(out), wants_grad({&a}),
-                     [ai = a.shared(), r, c](VarImpl& o) {
-                       dispatch(o.value.dtype(), [&](auto tag) {
-                         using T = decltype(tag);
-                         const T* y = o.value.data<T>();
-                         const T* g = o.grad.data<T>();
-                         T* d = grad_buffer(*ai).data<T>();
-                         for (int64_t i = 0; i < r; ++i) {
-                           T dot = 0;
-                           for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
-                           for (int64_t j = 0; j < c; ++j)
-                             d[i * c + j] += y[i * c + j] * (g[i * c + j] - dot);
-                         }
-                       });
-                     });
+  return make_result(
+      "softmax", std::move(out), wants_grad({&a}), [ai = a.shared(), r, c](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* y = o.value.data<T>();
+          const T* g = o.grad.data<T>();
+          const T keep = grad_fresh(*ai) ? T(0) : T(1);  // all written
+          T* d = ai->grad.data<T>();
+          for (int64_t i = 0; i < r; ++i) {
+            T dot = 0;
+            for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
+            for (int64_t j = 0; j < c; ++j)
+              d[i * c + j] =
+                  (keep != T(0) ? d[i * c + j] : T(0)) + y[i * c + j] * (g[i * c + j] - dot);
+          }
+        });
+      });
 }
 
 Var log_softmax(const Var& a) {
@@ -196,7 +198,8 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
           const T* g = o.grad.data<T>();
           const T* mu = mean.data<T>();
           const T* rs = rstd.data<T>();
-          T* dx = xi->requires_grad ? grad_buffer(*xi).data<T>() : nullptr;
+          const bool fresh_x = xi->requires_grad && grad_fresh(*xi);  // every element written
+          T* dx = xi->requires_grad ? xi->grad.data<T>() : nullptr;
           T* dg = gi->requires_grad ? grad_buffer(*gi).data<T>() : nullptr;
           T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
           for (int64_t i = 0; i < r; ++i) {
@@ -216,7 +219,8 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
             m2 /= static_cast<T>(c);
             for (int64_t j = 0; j < c; ++j) {
               T xh = (xr[j] - mu[i]) * rs[i];
-              dx[i * c + j] += rs[i] * (gr[j] * pg[j] - m1 - xh * m2);
+              const T v = rs[i] * (gr[j] * pg[j] - m1 - xh * m2);
+              dx[i * c + j] = fresh_x ? v : dx[i * c + j] + v;
             }
           }
         });

@@ -125,7 +125,9 @@ Var reshape(const Var& a, Shape shape) {
   // da += g viewed in a's shape
   return make_result("reshape", a.value().reshape(shape), wants_grad({&a}),
                      [ai = a.shared()](VarImpl& o) {
-                       accumulate_grad(*ai, o.grad.reshape(ai->value.shape()), "reshape");
+                       // A copy, not a view: the input's gradient must not alias the output's.
+                       const Tensor g = o.grad.reshape(ai->value.shape());
+                       accumulate_grad(*ai, g, "reshape");
                      });
 }
 

@@ -11,12 +11,26 @@ Var::Var(Tensor value, bool requires_grad) : impl_(std::make_shared<VarImpl>()) 
 }
 
 void Var::zero_grad() {
-  if (impl_ && impl_->grad.defined()) impl_->grad.zero();
+  if (impl_) impl_->grad = Tensor();
 }
 
 Tensor& grad_buffer(VarImpl& v) {
   if (!v.grad.defined()) v.grad = Tensor::zeros(v.value.shape(), v.value.dtype());
   return v.grad;
+}
+
+bool grad_fresh(VarImpl& v) {
+  if (v.grad.defined()) return false;
+  v.grad = Tensor::empty(v.value.shape(), v.value.dtype());
+  return true;
+}
+
+void accumulate_grad(VarImpl& v, Tensor&& g, const char* op) {
+  if (!v.grad.defined() && g.shape() == v.value.shape() && g.dtype() == v.value.dtype()) {
+    v.grad = std::move(g);
+    return;
+  }
+  accumulate_grad(v, static_cast<const Tensor&>(g), op);
 }
 
 void accumulate_grad(VarImpl& v, const Tensor& g, const char* op) {

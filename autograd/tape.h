@@ -41,7 +41,9 @@ class Var {
   bool requires_grad() const { return impl_->requires_grad; }
   void set_requires_grad(bool r) { impl_->requires_grad = r; }
   bool is_leaf() const { return impl_->leaf; }
-  void zero_grad();  // keeps the buffer, fills it with zeros
+  // Drops the gradient (has_grad() becomes false); the next backward writes a fresh one, so
+  // nothing is zero-filled. Optimizers skip parameters without a gradient.
+  void zero_grad();
 
   const Shape& shape() const { return impl_->value.shape(); }
   int64_t dim(int i) const { return impl_->value.dim(i); }
@@ -59,9 +61,15 @@ class Var {
 
 // Adds g into v's gradient (allocating zeros first); refuses a gradient of the wrong shape.
 void accumulate_grad(VarImpl& v, const Tensor& g, const char* op);
+// The same, taking g's storage when v has no gradient yet (g must not be used afterwards).
+void accumulate_grad(VarImpl& v, Tensor&& g, const char* op);
 // v's gradient buffer, allocated as zeros if needed — for backward closures that write with
 // BLAS beta = 1 or loop with +=.
 Tensor& grad_buffer(VarImpl& v);
+// For backward closures that write EVERY element of v's gradient: makes sure it exists and
+// returns true when it was just allocated (uninitialized: write with = or BLAS beta = 0),
+// false when it already holds a gradient to add to (+= or beta = 1). Saves zero-filling.
+bool grad_fresh(VarImpl& v);
 
 class Tape {
  public:
