@@ -148,10 +148,7 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
       fail(where, "unexpected parameter '" + name + "' " + shape_str(t->shape()) +
                       " (not part of this " + to_string(cfg_.arch) + " configuration)");
   for (const auto& [name, t] : table.all()) {
-    for (int64_t i = 0; i < t->numel(); ++i)
-      if (!std::isfinite(t->get(i)))
-        fail(where, "parameter '" + name + "' holds a non-finite value (" +
-                        std::to_string(t->get(i)) + ") at flat index " + std::to_string(i));
+    check_finite(*t, name, where);
     parameter_count_ += static_cast<size_t>(t->numel());
   }
 

@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <cereal/archives/portable_binary.hpp>
+#include <cmath>
 #include <istream>
 #include <limits>
 #include <new>
@@ -307,6 +308,18 @@ Checkpoint load_checkpoint_from_memory(std::string_view bytes, const std::string
   const std::string_view payload =
       parse_envelope(bytes, name, EnvelopeKind::Checkpoint, kCheckpointVersion, nullptr);
   return decode_payload(payload, name);
+}
+
+void check_finite(const Tensor& t, const std::string& name, const std::string& where,
+                  const char* what) {
+  for (int64_t j = 0, n = t.numel(); j < n; ++j)
+    if (const double v = t.get(j); !std::isfinite(v))
+      fail(where, std::string(what) + " '" + name + "' holds a non-finite value (" +
+                      std::to_string(v) + " at index " + std::to_string(j) + ")");
+}
+
+void check_finite(const std::vector<NamedTensor>& ts, const std::string& where, const char* what) {
+  for (const NamedTensor& t : ts) check_finite(t.value, t.name, where, what);
 }
 
 }  // namespace seqtape

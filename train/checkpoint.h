@@ -56,6 +56,13 @@ struct Checkpoint {
   std::string metrics_json;       // opaque JSON owned by the trainer
 };
 
+// Throws an Error naming `where`, the tensor and the index when a value is NaN or Inf: a
+// file can be intact (checksum) and still hold them (crafted, or written by another tool).
+void check_finite(const Tensor& t, const std::string& name, const std::string& where,
+                  const char* what = "parameter");
+void check_finite(const std::vector<NamedTensor>& ts, const std::string& where,
+                  const char* what = "parameter");
+
 // Writes atomically (write_file_atomic): on failure the previous file at `path` is intact.
 // Throws Error for an undefined tensor, a rank above 8, a duplicate name or a negative step.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);

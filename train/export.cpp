@@ -18,6 +18,7 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
   } catch (const nlohmann::json::exception& e) {
     fail(checkpoint_path, std::string("invalid configuration: ") + e.what());
   }
+  check_finite(c.params, checkpoint_path);  // never export NaN/Inf weights
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
   const fs::path dir(out_dir);

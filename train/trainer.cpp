@@ -225,16 +225,6 @@ void remove_stale_temp_files(const std::string& path) {
   }
 }
 
-// A checkpoint can be intact (checksum) and still hold NaN/Inf (crafted, or saved by another
-// tool): refuse it at load, naming the tensor, rather than fail at the first step.
-void check_finite(const std::vector<NamedTensor>& ts, const std::string& where, const char* what) {
-  for (const NamedTensor& t : ts)
-    for (int64_t j = 0, n = t.value.numel(); j < n; ++j)
-      if (const double v = t.value.get(j); !std::isfinite(v))
-        fail(where, std::string(what) + " '" + t.name + "' holds a non-finite value (" +
-                        std::to_string(v) + " at index " + std::to_string(j) + ")");
-}
-
 void copy_params_from(TransformerModel& model, const std::vector<NamedTensor>& saved,
                       const std::string& where) {
   auto params = model.named_parameters();
@@ -383,17 +373,21 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       << (resuming ? ", resumed at step " + std::to_string(step) : "") << "\n";
 
   int64_t last_saved = resuming ? step : -1;
+  // How the messages name the checkpoint that a failure leaves in place.
+  auto last_good = [&] {
+    return last_saved >= 0 ? ckpt_path + " (step " + std::to_string(last_saved) + ")"
+                           : std::string("(none yet)");
+  };
   auto save = [&](int64_t at_step) {
     // A weight can go NaN/Inf without the loss noticing (ReLU maps NaN to 0): such a model
     // must not replace the last good checkpoint.
     for (const auto& [n, p] : params) {
       try {
-        check_finite({{n, p.value()}}, ckpt_path, "parameter");
+        check_finite(p.value(), n, ckpt_path);
       } catch (const Error& e) {
         fail("step " + std::to_string(at_step),
              std::string(e.what()) + "; not saved, training stopped; the last good checkpoint " +
-                 (last_saved >= 0 ? ckpt_path + " (step " + std::to_string(last_saved) + ")"
-                                  : std::string("(none yet)")) +
+                 last_good() +
                  " is intact (rerun with --anomaly to name the first op that went non-finite)");
       }
     }
@@ -407,7 +401,13 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     c.rng_state = rng.state();
     c.loader_state_json = loader_state_json(loader->state()).dump();
     c.metrics_json = "{}";
-    save_checkpoint(ckpt_path, c);
+    try {
+      save_checkpoint(ckpt_path, c);
+    } catch (const Error& e) {
+      fail("step " + std::to_string(at_step),
+           std::string("saving the checkpoint failed: ") + e.what() +
+               "; training stopped; the last good checkpoint " + last_good() + " is intact");
+    }
   };
 
   const bool bar = opt.progress == 1 || (opt.progress == -1 && isatty(STDERR_FILENO));
@@ -436,9 +436,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       if (!opt.anomaly) throw;
       fail("step " + std::to_string(step),
            std::string(e.what()) + "; step rejected, training stopped; the last good checkpoint " +
-               (last_saved >= 0 ? ckpt_path + " (step " + std::to_string(last_saved) + ")"
-                                : std::string("(none yet)")) +
-               " is intact");
+               last_good() + " is intact");
     }
     if (opt.before_backward) opt.before_backward(step, *model);
     const double lv = loss.item();
@@ -457,9 +455,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     if (!problem.empty()) {
       if (bar) std::fprintf(stderr, "\n");
       fail("step " + std::to_string(step),
-           problem + "; step rejected, training stopped; the last good checkpoint " +
-               (last_saved >= 0 ? ckpt_path + " (step " + std::to_string(last_saved) + ")"
-                                : std::string("(none yet)")) +
+           problem + "; step rejected, training stopped; the last good checkpoint " + last_good() +
                " is intact (rerun with --anomaly to name the first op that went non-finite)");
     }
     optimizer.step(lr);

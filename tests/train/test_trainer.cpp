@@ -327,3 +327,30 @@ TEST(Trainer, ResumeRejectsParametersThatDoNotMatchTheConfig) {
 
 }  // namespace
 }  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+TEST(Export, RefusesNonFiniteWeightsNamingTheTensor) {
+  fs::path out = temp_dir("export_nan");
+  std::ostringstream log;
+  TrainOptions o = seed_options(out);
+  o.steps = 2;
+  train(o, log);
+  const std::string path = (out / "checkpoint.bin").string();
+  Checkpoint c = load_checkpoint(path);
+  c.params[3].value.set(0, INFINITY);
+  save_checkpoint(path, c);
+  try {
+    export_checkpoint(path, (out / "export").string());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'" + c.params[3].name + "'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(out / "export" / "model.safetensors"));
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace seqtape
