@@ -17,20 +17,6 @@ struct GradcheckArgs {
   bool ops_only = false;
 };
 
-// Tiny models for the whole-model check: padding present, dropout off.
-ModelConfig tiny_model(Arch arch, NormPlacement norm) {
-  ModelConfig c;
-  c.arch = arch;
-  c.vocab_size = 7;
-  c.d_model = 4;
-  c.n_heads = 2;
-  c.n_encoder_layers = arch == Arch::Seq2Seq ? 1 : 0;
-  c.n_decoder_layers = 1;
-  c.d_ff = 8;
-  c.norm = norm;
-  c.init_seed = 1;
-  return c;
-}
 }  // namespace
 
 void register_gradcheck(CLI::App& app, Runner& run) {
@@ -69,11 +55,11 @@ void register_gradcheck(CLI::App& app, Runner& run) {
         };
         const Named models[] = {
             {"Seq2Seq post-norm (d 4, 2 heads, 1+1 layers, batch of 2 with padding)",
-             tiny_model(Arch::Seq2Seq, NormPlacement::Post)},
+             tiny_gradcheck_config(Arch::Seq2Seq, NormPlacement::Post)},
             {"Seq2Seq pre-norm (d 4, 2 heads, 1+1 layers, batch of 2 with padding)",
-             tiny_model(Arch::Seq2Seq, NormPlacement::Pre)},
+             tiny_gradcheck_config(Arch::Seq2Seq, NormPlacement::Pre)},
             {"DecoderOnly (d 4, 2 heads, 1 layer, batch of 2 with padding)",
-             tiny_model(Arch::DecoderOnly, NormPlacement::Post)}};
+             tiny_gradcheck_config(Arch::DecoderOnly, NormPlacement::Post)}};
         ModelGradcheckOptions mo;
         mo.seed = args->seed;
         for (const Named& m : models) {

@@ -44,6 +44,10 @@ std::vector<ModelGradcheckRow> model_gradcheck(Module& model, const std::functio
 std::vector<ModelGradcheckRow> gradcheck_config(const ModelConfig& cfg,
                                                 const ModelGradcheckOptions& opt = {});
 
+// The tiny model the whole-model checks use (vocabulary 7, d_model 4, 2 heads, 1 layer per
+// stack, d_ff 8, seed 1), shared by the test suite and `seqtape gradcheck`.
+ModelConfig tiny_gradcheck_config(Arch arch, NormPlacement norm);
+
 bool all_passed(const std::vector<ModelGradcheckRow>& rows);
 // A fixed-width table: name, shape, coords, max abs err, max rel err, ok/FAIL.
 std::string format_gradcheck(const std::vector<ModelGradcheckRow>& rows);

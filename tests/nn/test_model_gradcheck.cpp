@@ -8,17 +8,7 @@ namespace seqtape {
 namespace {
 
 ModelConfig tiny(Arch arch, NormPlacement norm) {
-  ModelConfig c;
-  c.arch = arch;
-  c.vocab_size = 7;
-  c.d_model = 4;
-  c.n_heads = 2;
-  c.n_encoder_layers = arch == Arch::Seq2Seq ? 1 : 0;
-  c.n_decoder_layers = 1;
-  c.d_ff = 8;
-  c.norm = norm;
-  c.init_seed = 1;
-  return c;
+  return tiny_gradcheck_config(arch, norm);
 }
 
 void expect_all_pass(const ModelConfig& c, size_t expected_rows) {
