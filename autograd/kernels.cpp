@@ -139,13 +139,32 @@ void activate(const T* x, T* y, int64_t n, Act act) {
   }
 }
 
+template <typename T>
+double sum_squares(const T* x, int64_t n) {
+  double total = 0;
+  for (int64_t i = 0; i < n; i += 256) {
+    const int64_t e = std::min<int64_t>(n, i + 256);
+    T block = 0;
+    for (int64_t j = i; j < e; ++j) block += x[j] * x[j];
+    if (!std::isfinite(block)) {  // overflowed T (or a NaN/Inf element): redo it in double
+      double d = 0;
+      for (int64_t j = i; j < e; ++j) d += static_cast<double>(x[j]) * static_cast<double>(x[j]);
+      total += d;
+      continue;
+    }
+    total += static_cast<double>(block);
+  }
+  return total;
+}
+
 #define SEQTAPE_INSTANTIATE(T)                                                                 \
   template void softmax_rows<T>(const T*, T*, int64_t, int64_t);                               \
   template void log_softmax_rows<T>(const T*, T*, int64_t, int64_t);                           \
   template void layer_norm_rows<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, \
                                    double);                                                    \
   template void add_row_bias<T>(T*, const T*, int64_t, int64_t);                               \
-  template void activate<T>(const T*, T*, int64_t, Act);
+  template void activate<T>(const T*, T*, int64_t, Act);                                       \
+  template double sum_squares<T>(const T*, int64_t);
 SEQTAPE_INSTANTIATE(float)
 SEQTAPE_INSTANTIATE(double)
 #undef SEQTAPE_INSTANTIATE

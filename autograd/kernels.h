@@ -35,6 +35,10 @@ void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T
 template <typename T>
 void add_row_bias(T* y, const T* b, int64_t rows, int64_t cols);
 
+// Σ x² in double, accumulated in T over short blocks (vectorizable) and in double across them.
+template <typename T>
+double sum_squares(const T* x, int64_t n);
+
 enum class Act { Relu, Gelu, Tanh };
 template <typename T>
 void activate(const T* x, T* y, int64_t n, Act act);

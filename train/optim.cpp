@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "autograd/kernels.h"
+
 namespace seqtape {
 
 OptimizerKind parse_optimizer(const std::string& name) {
@@ -38,7 +40,7 @@ Optimizer::Optimizer(NamedParams params, OptimizerConfig cfg)
   }
 }
 
-void Optimizer::step(double lr) {
+void Optimizer::step(double lr, double grad_scale) {
   ++t_;
   const double bc1 = 1 - std::pow(cfg_.beta1, static_cast<double>(t_));
   const double bc2 = 1 - std::pow(cfg_.beta2, static_cast<double>(t_));
@@ -48,17 +50,20 @@ void Optimizer::step(double lr) {
     dispatch(p.dtype(), [&](auto tag) {
       using T = decltype(tag);
       T* w = p.mutable_value().template data<T>();
-      const T* g = p.grad().template data<T>();
+      const T* graw = p.grad().template data<T>();
       const int64_t n = p.numel();
+      const T gs = static_cast<T>(grad_scale);
+      // The clipping scale is applied as the gradient is read, not in a pass of its own.
+      auto g = [graw, gs](int64_t j) { return graw[j] * gs; };
       const T l2 = cfg_.kind == OptimizerKind::AdamW ? T(0) : static_cast<T>(cfg_.weight_decay);
       switch (cfg_.kind) {
         case OptimizerKind::Sgd:  // W ← W − η·∂L/∂W (the reference's update)
-          for (int64_t j = 0; j < n; ++j) w[j] -= static_cast<T>(lr) * (g[j] + l2 * w[j]);
+          for (int64_t j = 0; j < n; ++j) w[j] -= static_cast<T>(lr) * (g(j) + l2 * w[j]);
           break;
         case OptimizerKind::Momentum: {  // u ← μ·u + g;  W ← W − η·u
           T* u = m_[i].template data<T>();
           for (int64_t j = 0; j < n; ++j) {
-            u[j] = static_cast<T>(cfg_.momentum) * u[j] + g[j] + l2 * w[j];
+            u[j] = static_cast<T>(cfg_.momentum) * u[j] + g(j) + l2 * w[j];
             w[j] -= static_cast<T>(lr) * u[j];
           }
           break;
@@ -72,7 +77,7 @@ void Optimizer::step(double lr) {
           const T decay =
               cfg_.kind == OptimizerKind::AdamW ? static_cast<T>(lr * cfg_.weight_decay) : T(0);
           for (int64_t j = 0; j < n; ++j) {
-            T gj = g[j] + l2 * w[j];
+            T gj = g(j) + l2 * w[j];
             m[j] = b1 * m[j] + (1 - b1) * gj;
             v[j] = b2 * v[j] + (1 - b2) * gj * gj;
             w[j] -= decay * w[j];
@@ -132,7 +137,7 @@ double grad_global_norm(const NamedParams& params) {
     dispatch(p.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* g = p.grad().template data<T>();
-      for (int64_t j = 0, n = p.numel(); j < n; ++j) local += static_cast<double>(g[j]) * g[j];
+      local = kernels::sum_squares<T>(g, p.numel());
     });
     if (!std::isfinite(local)) fail("gradient", "non-finite gradient in parameter '" + name + "'");
     sq += local;
@@ -145,7 +150,7 @@ double clip_grad_norm(const NamedParams& params, double max_norm) {
   const double norm = grad_global_norm(params);
   if (!std::isfinite(norm)) fail("clip_grad_norm", "global gradient norm is not finite");
   if (norm <= max_norm) return norm;
-  const double scale = max_norm / (norm + 1e-12);
+  const double scale = clip_scale(norm, max_norm);
   for (const auto& [name, p] : params) {
     if (!p.has_grad()) continue;
     Tensor g = p.grad();  // shares the gradient's storage

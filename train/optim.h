@@ -30,9 +30,10 @@ struct OptimizerConfig {
 class Optimizer {
  public:
   Optimizer(NamedParams params, OptimizerConfig cfg);
-  // One update with learning rate lr, from the gradients now held by the parameters.
-  // Parameters without a gradient (frozen, or unused this step) are left alone.
-  void step(double lr);
+  // One update with learning rate lr, from the gradients now held by the parameters times
+  // grad_scale (the clipping factor, see clip_scale). Parameters without a gradient (frozen,
+  // or unused this step) are left alone.
+  void step(double lr, double grad_scale = 1.0);
   int64_t steps() const { return t_; }
   const OptimizerConfig& config() const { return cfg_; }
 
@@ -59,6 +60,10 @@ struct LrSchedule {
 // Global L2 norm of all gradients. Throws an Error naming the first parameter with a
 // non-finite gradient.
 double grad_global_norm(const NamedParams& params);
+// The factor that brings a global norm down to max_norm (1 when it is already below).
+inline double clip_scale(double norm, double max_norm) {
+  return norm > max_norm ? max_norm / (norm + 1e-12) : 1.0;
+}
 // Scales every gradient so the global norm is at most max_norm; returns the norm before.
 // A non-finite norm is an error, never a silent skip.
 double clip_grad_norm(const NamedParams& params, double max_norm);

@@ -447,7 +447,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     } else {
       tape.backward(loss);
       try {
-        gnorm = opt.clip > 0 ? clip_grad_norm(params, opt.clip) : grad_global_norm(params);
+        gnorm = grad_global_norm(params);  // throws naming a non-finite gradient
       } catch (const Error& e) {
         problem = e.what();
       }
@@ -458,7 +458,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
            problem + "; step rejected, training stopped; the last good checkpoint " + last_good() +
                " is intact (rerun with --anomaly to name the first op that went non-finite)");
     }
-    optimizer.step(lr);
+    optimizer.step(lr, opt.clip > 0 ? clip_scale(gnorm, opt.clip) : 1.0);
     rep.losses.push_back(lv);
     tokens_done += b.n_label_tokens;
     window_loss += lv;
