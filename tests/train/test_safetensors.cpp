@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/train/temp_files.h"
 #include "train/envelope.h"
 #include "train/safetensors.h"
 
@@ -17,32 +18,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("seqtape_test_st_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  size_t count() const {
-    return static_cast<size_t>(std::distance(fs::directory_iterator(path_), {}));
-  }
-
- private:
-  fs::path path_;
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using test_util::read_bytes;
+using test_util::TempDir;
 
 template <typename Fn>
 std::string error_of(Fn&& fn) {
@@ -102,7 +79,7 @@ TEST(Safetensors, RoundTripThroughFile) {
   const SafetensorsFile f = read_safetensors(dir.file("w.safetensors"));
   expect_same(ts, f.tensors);  // data order == given order
   EXPECT_EQ(f.metadata, meta);
-  EXPECT_EQ(dir.count(), 1u);
+  EXPECT_EQ(dir.entries().size(), 1u);
   const std::string bytes = read_bytes(dir.file("w.safetensors"));
   EXPECT_EQ(bytes, safetensors_to_bytes(ts, meta));
   uint64_t n = 0;
@@ -225,7 +202,7 @@ TEST(Safetensors, WriteRejectsBadInput) {
   EXPECT_ERROR_HAS(write_safetensors(path, {{"__metadata__", Tensor::zeros({1}, DType::F32)}}),
                    "reserved");
   EXPECT_ERROR_HAS(write_safetensors(path, {{"u", Tensor()}}), "\"u\" is undefined");
-  EXPECT_EQ(dir.count(), 0u);
+  EXPECT_EQ(dir.entries().size(), 0u);
 }
 
 TEST(Safetensors, DiskFullKeepsPreviousFile) {
@@ -238,7 +215,7 @@ TEST(Safetensors, DiskFullKeepsPreviousFile) {
   EXPECT_ERROR_HAS(write_safetensors(path, new_ts), "No space left on device");
   clear_write_fault_for_testing();
   expect_same(old_ts, read_safetensors(path).tensors);
-  EXPECT_EQ(dir.count(), 1u);
+  EXPECT_EQ(dir.entries().size(), 1u);
 }
 
 }  // namespace
