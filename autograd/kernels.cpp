@@ -57,6 +57,19 @@ void vec_mat<double>(int64_t k, int64_t n, double alpha, const double* x, const 
               static_cast<blasint>(n), x, 1, beta, y, 1);
 }
 
+template <>
+void mat_vec<float>(int64_t m, int64_t k, float alpha, const float* a, int64_t lda, const float* x,
+                    float beta, float* y) {
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(k), alpha,
+              a, static_cast<blasint>(lda), x, 1, beta, y, 1);
+}
+template <>
+void mat_vec<double>(int64_t m, int64_t k, double alpha, const double* a, int64_t lda,
+                     const double* x, double beta, double* y) {
+  cblas_dgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(k), alpha,
+              a, static_cast<blasint>(lda), x, 1, beta, y, 1);
+}
+
 template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {

@@ -19,6 +19,12 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
 template <typename T>
 void vec_mat(int64_t k, int64_t n, T alpha, const T* x, const T* w, T beta, T* y);
 
+// y[M] = alpha·A[M,K]·x[K] + beta·y (a row-major matrix with row stride lda times a column
+// vector: one dot product per row), CBLAS gemv. The same product as vec_mat with W = Aᵀ, but it
+// reads each output's weights as one contiguous row.
+template <typename T>
+void mat_vec(int64_t m, int64_t k, T alpha, const T* a, int64_t lda, const T* x, T beta, T* y);
+
 // Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
 // zeros. In place is allowed (y == x).
 template <typename T>

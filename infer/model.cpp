@@ -3,6 +3,7 @@
 // Dimension key: V vocabulary, C d_model, F d_ff, P max_positions.
 #include "infer/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -81,6 +82,29 @@ FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
           t.maybe(p + ".b2", c.ffn_bias)};
 }
 
+// W [in, out] → an owned [out, in] copy, in 32×32 tiles.
+Tensor transposed(const Tensor& w) {
+  const int64_t in = w.shape()[0], out = w.shape()[1];
+  Tensor t = Tensor::empty({out, in}, DType::F32);
+  const float* src = w.data<float>();
+  float* dst = t.data<float>();
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < in; i0 += kTile)
+    for (int64_t o0 = 0; o0 < out; o0 += kTile)
+      for (int64_t i = i0; i < std::min(in, i0 + kTile); ++i)
+        for (int64_t o = o0; o < std::min(out, o0 + kTile); ++o) dst[o * in + i] = src[i * out + o];
+  return t;
+}
+
+void transpose_decoder_layer(DecoderLayerParams& l, bool seq2seq) {
+  for (AttnParams* a : {&l.self_attn, &l.cross_attn}) {
+    if (a == &l.cross_attn && !seq2seq) continue;
+    for (Tensor* w : {&a->wq, &a->wk, &a->wv, &a->wo}) *w = transposed(*w);
+  }
+  l.ffn.w1 = transposed(l.ffn.w1);
+  l.ffn.w2 = transposed(l.ffn.w2);
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, Shape>> InferenceModel::expected_parameters(
@@ -118,8 +142,9 @@ std::vector<std::pair<std::string, Shape>> InferenceModel::expected_parameters(
 }
 
 InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
-                               const std::vector<NamedTensor>& params, const std::string& where)
-    : cfg_(cfg), vocab_(std::move(vocab)) {
+                               const std::vector<NamedTensor>& params, const std::string& where,
+                               WeightLayout layout)
+    : cfg_(cfg), vocab_(std::move(vocab)), layout_(layout) {
   try {
     cfg_.validate();
   } catch (const Error& e) {
@@ -191,9 +216,13 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   tied_ = cfg_.tie_output;
   if (!tied_) out_w_ = table.get("out_proj.weight");  // [C, V]
   out_b_ = table.get("out_proj.bias");                // [V]
+  if (layout_ == WeightLayout::Decode) {
+    for (DecoderLayerParams& l : decoder_) transpose_decoder_layer(l, s2s);
+    if (!tied_) out_w_ = transposed(out_w_);  // [V, C]
+  }
 }
 
-InferenceModel InferenceModel::load(const std::string& path) {
+InferenceModel InferenceModel::load(const std::string& path, WeightLayout layout) {
   Checkpoint ckpt = load_checkpoint(path);
   ModelConfig cfg;
   try {
@@ -204,7 +233,7 @@ InferenceModel InferenceModel::load(const std::string& path) {
     fail(path, std::string("invalid model configuration: ") + e.what());
   }
   Vocab vocab = Vocab::from_tokens(ckpt.vocab, path + ": vocab");
-  return InferenceModel(cfg, std::move(vocab), ckpt.params, path);
+  return InferenceModel(cfg, std::move(vocab), ckpt.params, path, layout);
 }
 
 }  // namespace seqtape

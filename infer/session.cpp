@@ -5,7 +5,8 @@
 // call, C d_model, H heads, Dh = C / H, F d_ff, V vocabulary, L decoder layers, Tc capacity.
 //
 // The arithmetic mirrors nn/ (attention.cpp, layers.cpp, transformer.cpp) on the same kernels:
-// y = x·W + b through gemm (gemv for a single row) then add_row_bias; scores = q·kᵀ then
+// y = x·W + b through gemm (gemv for a single row) then add_row_bias, with W [in, out] or, in
+// the Decode layout, the decoder's W [out, in] used transposed; scores = q·kᵀ then
 // ·(1/√Dh); masked keys are excluded (softmax weight exactly 0, as with −∞); LayerNorm with the
 // configured placement; embedding + PE without scaling.
 #include "infer/session.h"
@@ -33,14 +34,17 @@ const float* ptr(const Tensor& t) {
   return t.defined() ? t.data<float>() : nullptr;
 }
 
-// y [n, out] = x [n, in]·W [in, out] + b. One row goes through gemv (vec_mat), more through
-// one gemm with M = n.
+// y [n, out] = x [n, in]·W + b with W [in, out], or W [out, in] used transposed when
+// `out_in` (the Decode layout). One row goes through gemv, more through one gemm with M = n.
 void linear(const float* x, int64_t n, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
-            float* y) {
-  if (n == 1)
+            float* y, bool out_in = false) {
+  if (n == 1 && out_in)
+    kernels::mat_vec<float>(out, in, 1.f, w.data<float>(), in, x, 0.f, y);
+  else if (n == 1)
     kernels::vec_mat<float>(in, out, 1.f, x, w.data<float>(), 0.f, y);
   else
-    kernels::gemm<float>(false, false, n, out, in, 1.f, x, in, w.data<float>(), out, 0.f, y, out);
+    kernels::gemm<float>(false, out_in, n, out, in, 1.f, x, in, w.data<float>(), out_in ? in : out,
+                         0.f, y, out);
   if (b.defined()) kernels::add_row_bias<float>(y, b.data<float>(), n, out);
 }
 
@@ -84,7 +88,10 @@ void attend(const float* q, int64_t ldq, int64_t n, const KvView& kv, int64_t nk
     const float* qh = q + h * Dh;
     const float* kh = kv.k + h * kv.head_stride;
     const float* vh = kv.v + h * kv.head_stride;
-    // scores [n, nk] = q_h·k_hᵀ, then ·scale as the training op does
+    // scores [n, nk] = q_h·k_hᵀ, then ·scale as the training op does. Also for one query: a
+    // gemm with M = 1 sums each dot product in the order the recompute's gemm does, so cached
+    // and uncached scores agree to the bit (sgemv would be ~4% faster at 256 positions, but
+    // differs by an ulp, which large logits amplify past 1e-5).
     kernels::gemm<float>(false, true, n, nk, Dh, 1.f, qh, ldq, kh, kv.row_stride, 0.f, s, nk);
     for (int64_t i = 0; i < n * nk; ++i) s[i] *= scale;
     if (causal)
@@ -275,12 +282,13 @@ void DecodeSession::project_cross() {
       cross_v_.push_back(Tensor::empty({B_, H_, S_, Dh_}, DType::F32));  // [B, H, S, Dh]
     }
   }
-  float* kx = grow(k_, N * C_);  // [B·S, C]
-  float* vx = grow(v_, N * C_);  // [B·S, C]
+  const bool dec_t = m_.layout() == WeightLayout::Decode;  // decoder matrices [out, in]
+  float* kx = grow(k_, N * C_);                            // [B·S, C]
+  float* vx = grow(v_, N * C_);                            // [B·S, C]
   for (int64_t l = 0; l < L_; ++l) {
     const AttnParams& A = m_.decoder_layers()[static_cast<size_t>(l)].cross_attn;
-    linear(memory_.data<float>(), N, C_, C_, A.wk, A.bk, kx);
-    linear(memory_.data<float>(), N, C_, C_, A.wv, A.bv, vx);
+    linear(memory_.data<float>(), N, C_, C_, A.wk, A.bk, kx, dec_t);
+    linear(memory_.data<float>(), N, C_, C_, A.wv, A.bv, vx, dec_t);
     float* ck = cross_k_[static_cast<size_t>(l)].data<float>();
     float* cv = cross_v_[static_cast<size_t>(l)].data<float>();
     for (int64_t b = 0; b < B_; ++b)
@@ -356,6 +364,7 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
 
   const NormPlacement placement = cfg.norm;
   const bool pre = placement == NormPlacement::Pre;
+  const bool dec_t = m_.layout() == WeightLayout::Decode;  // decoder matrices [out, in]
   const size_t head_bytes = static_cast<size_t>(Dh_) * sizeof(float);
   for (int64_t l = 0; l < L_; ++l) {
     const DecoderLayerParams& P = m_.decoder_layers()[static_cast<size_t>(l)];
@@ -368,9 +377,9 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
       layer_norm(x, P.self_norm, in, N, C_, eps);
       a_in = in;
     }
-    linear(a_in, N, C_, C_, P.self_attn.wq, P.self_attn.bq, q);
-    linear(a_in, N, C_, C_, P.self_attn.wk, P.self_attn.bk, k);
-    linear(a_in, N, C_, C_, P.self_attn.wv, P.self_attn.bv, v);
+    linear(a_in, N, C_, C_, P.self_attn.wq, P.self_attn.bq, q, dec_t);
+    linear(a_in, N, C_, C_, P.self_attn.wk, P.self_attn.bk, k, dec_t);
+    linear(a_in, N, C_, C_, P.self_attn.wv, P.self_attn.bv, v, dec_t);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t r = rows[static_cast<size_t>(i)];
       const int64_t start = len_[static_cast<size_t>(r)], cnt = off[i + 1] - off[i];
@@ -390,7 +399,7 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
       attend(q + off[i] * C_, C_, cnt, kv, start + cnt, true, H_, Dh_, ctx + off[i] * C_, C_, s,
              on_attention_ ? &tap : nullptr);
     }
-    linear(ctx, N, C_, C_, P.self_attn.wo, P.self_attn.bo, o);
+    linear(ctx, N, C_, C_, P.self_attn.wo, P.self_attn.bo, o, dec_t);
     residual(x, o, placement, P.self_norm, N, C_, eps);
 
     // cross-attention over the row's source: K/V projected once per source, read by index
@@ -400,7 +409,7 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
         layer_norm(x, P.cross_norm, in, N, C_, eps);
         a_in = in;
       }
-      linear(a_in, N, C_, C_, P.cross_attn.wq, P.cross_attn.bq, q);
+      linear(a_in, N, C_, C_, P.cross_attn.wq, P.cross_attn.bq, q, dec_t);
       const float* ck = cross_k_[static_cast<size_t>(l)].data<float>();  // [B, H, S, Dh]
       const float* cv = cross_v_[static_cast<size_t>(l)].data<float>();  // [B, H, S, Dh]
       for (int64_t i = 0; i < n; ++i) {
@@ -417,7 +426,7 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
         attend(q + off[i] * C_, C_, cnt, kv, nk, false, H_, Dh_, ctx + off[i] * C_, C_, s,
                on_attention_ ? &tap : nullptr);
       }
-      linear(ctx, N, C_, C_, P.cross_attn.wo, P.cross_attn.bo, o);
+      linear(ctx, N, C_, C_, P.cross_attn.wo, P.cross_attn.bo, o, dec_t);
       residual(x, o, placement, P.cross_norm, N, C_, eps);
     }
 
@@ -427,9 +436,9 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
       layer_norm(x, P.ffn_norm, in, N, C_, eps);
       a_in = in;
     }
-    linear(a_in, N, C_, F_, P.ffn.w1, P.ffn.b1, hid);
+    linear(a_in, N, C_, F_, P.ffn.w1, P.ffn.b1, hid, dec_t);
     kernels::activate<float>(hid, hid, N * F_, act_of(cfg.activation));
-    linear(hid, N, F_, C_, P.ffn.w2, P.ffn.b2, o);
+    linear(hid, N, F_, C_, P.ffn.w2, P.ffn.b2, o, dec_t);
     residual(x, o, placement, P.ffn_norm, N, C_, eps);
   }
   for (int64_t i = 0; i < n; ++i)
@@ -443,15 +452,8 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
       std::memcpy(h + i * C_, x + (off[i + 1] - 1) * C_, static_cast<size_t>(C_) * sizeof(float));
   if (pre) layer_norm(h, m_.decoder_final_norm(), h, m, C_, eps);
   float* logits = grow(logits_, m * V_);  // [m, V]
-  if (m_.tied_output())                   // logits = h·Eᵀ + b with E [V, C]
-    kernels::gemm<float>(false, true, m, V_, C_, 1.f, h, C_, m_.embed().data<float>(), C_, 0.f,
-                         logits, V_);
-  else if (m == 1)
-    kernels::vec_mat<float>(C_, V_, 1.f, h, m_.out_weight().data<float>(), 0.f, logits);
-  else
-    kernels::gemm<float>(false, false, m, V_, C_, 1.f, h, C_, m_.out_weight().data<float>(), V_,
-                         0.f, logits, V_);
-  kernels::add_row_bias<float>(logits, m_.out_bias().data<float>(), m, V_);
+  // logits = h·W + b with W [C, V], or W [V, C] (tied embedding, Decode layout) transposed
+  linear(h, m, C_, V_, m_.out_weight(), m_.out_bias(), logits, m_.out_weight_transposed());
   return logits;
 }
 

@@ -51,8 +51,14 @@ std::vector<NamedTensor> weights_of(const TransformerModel& net) {
   return out;
 }
 
-InferenceModel view_of(const TransformerModel& net) {
-  return InferenceModel(net.config(), test_vocab(), weights_of(net), "live model");
+// Training layout: a view of the live model's weights. Decode layout (what load() gives):
+// the decoder's matrices transposed into owned copies.
+InferenceModel view_of(const TransformerModel& net, WeightLayout layout = WeightLayout::Training) {
+  return InferenceModel(net.config(), test_vocab(), weights_of(net), "live model", layout);
+}
+const WeightLayout kLayouts[] = {WeightLayout::Training, WeightLayout::Decode};
+const char* name_of(WeightLayout l) {
+  return l == WeightLayout::Decode ? "decode layout" : "training layout";
 }
 
 double max_diff(const float* a, const float* b, int64_t n) {
@@ -78,71 +84,79 @@ const Variant kVariants[] = {
 };
 
 TEST(InferLogits, Seq2SeqMatchesTrainingForwardOnPaddedBatch) {
-  for (const Variant& v : kVariants) {
-    SCOPED_TRACE(v.name);
-    ModelConfig cfg = small_config(Arch::Seq2Seq, v.norm);
-    cfg.activation = v.act;
-    cfg.pos_encoding = v.pos;
-    cfg.tie_output = v.tie;
-    cfg.attn_bias = !v.tie;  // exercise the bias-free projections too
-    auto net = make_model(cfg);
-    net->set_training(false);
-    InferenceModel m = view_of(*net);
-    EXPECT_TRUE(m.embed().same_storage(net->parameter("embed.weight").value()));  // a view
+  for (WeightLayout layout : kLayouts)
+    for (const Variant& v : kVariants) {
+      SCOPED_TRACE(std::string(v.name) + ", " + name_of(layout));
+      ModelConfig cfg = small_config(Arch::Seq2Seq, v.norm);
+      cfg.activation = v.act;
+      cfg.pos_encoding = v.pos;
+      cfg.tie_output = v.tie;
+      cfg.attn_bias = !v.tie;  // exercise the bias-free projections too
+      auto net = make_model(cfg);
+      net->set_training(false);
+      InferenceModel m = view_of(*net, layout);
+      EXPECT_TRUE(m.embed().same_storage(net->parameter("embed.weight").value()));  // a view
+      const Tensor& wq = m.decoder_layers()[0].self_attn.wq;
+      const Tensor& live_wq = net->parameter("decoder.layers.0.self_attn.wq").value();
+      EXPECT_EQ(wq.same_storage(live_wq), layout == WeightLayout::Training);
+      if (layout == WeightLayout::Decode)  // [out, in]: element (o, i) is the live W[i, o]
+        EXPECT_EQ(wq.data<float>()[1 * 8 + 2], live_wq.data<float>()[2 * 8 + 1]);
 
-    // Two sources of different lengths, two target prefixes of different lengths.
-    const std::vector<std::vector<int32_t>> src = {{5, 6, 6, 7, 8, 9, 2}, {12, 13, 2}};
-    const std::vector<std::vector<int32_t>> tgt = {{1, 5, 6, 6, 7}, {1, 12, 13}};
-    const int64_t B = 2, S = 7, T = 5, V = cfg.vocab_size;
-    std::vector<int32_t> src_flat(B * S, 0), tgt_flat(B * T, 0), src_len, tgt_len;
-    for (int64_t b = 0; b < B; ++b) {
-      std::copy(src[b].begin(), src[b].end(), src_flat.begin() + b * S);
-      std::copy(tgt[b].begin(), tgt[b].end(), tgt_flat.begin() + b * T);
-      src_len.push_back(static_cast<int32_t>(src[b].size()));
-      tgt_len.push_back(static_cast<int32_t>(tgt[b].size()));
+      // Two sources of different lengths, two target prefixes of different lengths.
+      const std::vector<std::vector<int32_t>> src = {{5, 6, 6, 7, 8, 9, 2}, {12, 13, 2}};
+      const std::vector<std::vector<int32_t>> tgt = {{1, 5, 6, 6, 7}, {1, 12, 13}};
+      const int64_t B = 2, S = 7, T = 5, V = cfg.vocab_size;
+      std::vector<int32_t> src_flat(B * S, 0), tgt_flat(B * T, 0), src_len, tgt_len;
+      for (int64_t b = 0; b < B; ++b) {
+        std::copy(src[b].begin(), src[b].end(), src_flat.begin() + b * S);
+        std::copy(tgt[b].begin(), tgt[b].end(), tgt_flat.begin() + b * T);
+        src_len.push_back(static_cast<int32_t>(src[b].size()));
+        tgt_len.push_back(static_cast<int32_t>(tgt[b].size()));
+      }
+      NoGradGuard no_grad;
+      Rng rng(0);
+      auto& s2s = dynamic_cast<Seq2Seq&>(*net);
+      Tensor ref = s2s.forward(src_flat, B, S, src_len, tgt_flat, T, tgt_len, rng).value();
+
+      DecodeSession sess(m);
+      sess.begin(src, {0, 1}, T);
+      const std::vector<int32_t> rows = {0, 1};
+      const float* got = sess.prefill(rows, tgt, /*all_positions=*/true);  // [5 + 3, V]
+      int64_t j = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < tgt_len[b]; ++t, ++j)
+          EXPECT_LT(max_diff(got + j * V, ref.data<float>() + (b * T + t) * V, V), 1e-5)
+              << "row " << b << " position " << t;
     }
-    NoGradGuard no_grad;
-    Rng rng(0);
-    auto& s2s = dynamic_cast<Seq2Seq&>(*net);
-    Tensor ref = s2s.forward(src_flat, B, S, src_len, tgt_flat, T, tgt_len, rng).value();
-
-    DecodeSession sess(m);
-    sess.begin(src, {0, 1}, T);
-    const std::vector<int32_t> rows = {0, 1};
-    const float* got = sess.prefill(rows, tgt, /*all_positions=*/true);  // [5 + 3, V]
-    int64_t j = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < tgt_len[b]; ++t, ++j)
-        EXPECT_LT(max_diff(got + j * V, ref.data<float>() + (b * T + t) * V, V), 1e-5)
-            << "row " << b << " position " << t;
-  }
 }
 
 TEST(InferLogits, DecoderOnlyMatchesTrainingForwardOnPaddedBatch) {
-  for (NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre}) {
-    ModelConfig cfg = small_config(Arch::DecoderOnly, norm);
-    auto net = make_model(cfg);
-    net->set_training(false);
-    InferenceModel m = view_of(*net);
-    const std::vector<std::vector<int32_t>> seq = {{5, 6, 4, 6, 7, 9}, {12, 4, 13}};
-    const int64_t B = 2, T = 6, V = cfg.vocab_size;
-    std::vector<int32_t> flat(B * T, 0), len;
-    for (int64_t b = 0; b < B; ++b) {
-      std::copy(seq[b].begin(), seq[b].end(), flat.begin() + b * T);
-      len.push_back(static_cast<int32_t>(seq[b].size()));
+  for (WeightLayout layout : kLayouts)
+    for (NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre}) {
+      SCOPED_TRACE(name_of(layout));
+      ModelConfig cfg = small_config(Arch::DecoderOnly, norm);
+      auto net = make_model(cfg);
+      net->set_training(false);
+      InferenceModel m = view_of(*net, layout);
+      const std::vector<std::vector<int32_t>> seq = {{5, 6, 4, 6, 7, 9}, {12, 4, 13}};
+      const int64_t B = 2, T = 6, V = cfg.vocab_size;
+      std::vector<int32_t> flat(B * T, 0), len;
+      for (int64_t b = 0; b < B; ++b) {
+        std::copy(seq[b].begin(), seq[b].end(), flat.begin() + b * T);
+        len.push_back(static_cast<int32_t>(seq[b].size()));
+      }
+      NoGradGuard no_grad;
+      Rng rng(0);
+      Tensor ref = dynamic_cast<DecoderOnly&>(*net).forward(flat, B, T, len, rng).value();
+      DecodeSession sess(m);
+      sess.begin({}, {0, 1}, T);
+      const std::vector<int32_t> rows = {0, 1};
+      const float* got = sess.prefill(rows, seq, true);
+      int64_t j = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < len[b]; ++t, ++j)
+          EXPECT_LT(max_diff(got + j * V, ref.data<float>() + (b * T + t) * V, V), 1e-5);
     }
-    NoGradGuard no_grad;
-    Rng rng(0);
-    Tensor ref = dynamic_cast<DecoderOnly&>(*net).forward(flat, B, T, len, rng).value();
-    DecodeSession sess(m);
-    sess.begin({}, {0, 1}, T);
-    const std::vector<int32_t> rows = {0, 1};
-    const float* got = sess.prefill(rows, seq, true);
-    int64_t j = 0;
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < len[b]; ++t, ++j)
-        EXPECT_LT(max_diff(got + j * V, ref.data<float>() + (b * T + t) * V, V), 1e-5);
-  }
 }
 
 // ---- cached == uncached at every step ------------------------------------------------------
@@ -184,48 +198,53 @@ void check_teacher_forced_steps(const InferenceModel& m, const std::vector<int32
 }
 
 TEST(InferCache, CachedEqualsUncachedAlongTeacherForcedPath) {
-  for (NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre}) {
-    auto s2s = make_model(small_config(Arch::Seq2Seq, norm));
-    check_teacher_forced_steps(view_of(*s2s), {5, 6, 6, 7, 8, 9, 2}, {5, 6, 6, 7, 8, 9, 2});
-    auto lm = make_model(small_config(Arch::DecoderOnly, norm));
-    check_teacher_forced_steps(view_of(*lm), {5, 6, 4}, {6, 7, 7, 12, 13, 2});
-  }
+  for (WeightLayout layout : kLayouts)
+    for (NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre}) {
+      SCOPED_TRACE(name_of(layout));
+      auto s2s = make_model(small_config(Arch::Seq2Seq, norm));
+      check_teacher_forced_steps(view_of(*s2s, layout), {5, 6, 6, 7, 8, 9, 2},
+                                 {5, 6, 6, 7, 8, 9, 2});
+      auto lm = make_model(small_config(Arch::DecoderOnly, norm));
+      check_teacher_forced_steps(view_of(*lm, layout), {5, 6, 4}, {6, 7, 7, 12, 13, 2});
+    }
 }
 
 TEST(InferCache, CachedEqualsUncachedAlongGreedyPath) {
-  for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly})
-    for (NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre, NormPlacement::None}) {
-      auto net = make_model(small_config(arch, norm, 11));
-      InferenceModel m = view_of(*net);
-      GenerateOptions o;
-      o.min_new = o.max_new = 12;
-      o.verify_cache = true;
-      std::vector<std::vector<int32_t>> in = {{5, 6, 7, 8, 2}, {12, 2}};
-      if (arch == Arch::DecoderOnly) in = {{5, 6, 7, 4}, {12, 4}};
-      auto cached = generate(m, in, o);
-      o.use_cache = false;
-      auto uncached = generate(m, in, o);
-      for (size_t i = 0; i < in.size(); ++i) {
-        EXPECT_GE(cached[i].max_abs_delta, 0.0);
-        EXPECT_LT(cached[i].max_abs_delta, 1e-5);
-        EXPECT_LT(uncached[i].max_abs_delta, 1e-5);
-        EXPECT_EQ(cached[i].tokens, uncached[i].tokens);
-        EXPECT_EQ(cached[i].tokens.size(), 12u);
-        EXPECT_NEAR(cached[i].score, uncached[i].score, 1e-5);
+  for (WeightLayout layout : kLayouts)
+    for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly})
+      for (NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre, NormPlacement::None}) {
+        SCOPED_TRACE(name_of(layout));
+        auto net = make_model(small_config(arch, norm, 11));
+        InferenceModel m = view_of(*net, layout);
+        GenerateOptions o;
+        o.min_new = o.max_new = 12;
+        o.verify_cache = true;
+        std::vector<std::vector<int32_t>> in = {{5, 6, 7, 8, 2}, {12, 2}};
+        if (arch == Arch::DecoderOnly) in = {{5, 6, 7, 4}, {12, 4}};
+        auto cached = generate(m, in, o);
+        o.use_cache = false;
+        auto uncached = generate(m, in, o);
+        for (size_t i = 0; i < in.size(); ++i) {
+          EXPECT_GE(cached[i].max_abs_delta, 0.0);
+          EXPECT_LT(cached[i].max_abs_delta, 1e-5);
+          EXPECT_LT(uncached[i].max_abs_delta, 1e-5);
+          EXPECT_EQ(cached[i].tokens, uncached[i].tokens);
+          EXPECT_EQ(cached[i].tokens.size(), 12u);
+          EXPECT_NEAR(cached[i].score, uncached[i].score, 1e-5);
+        }
+        // Beam search re-gathers the cache (and the uncached histories) by parent every step.
+        o.use_cache = true;
+        o.beam = 3;
+        o.min_new = 0;
+        o.max_new = 8;
+        auto beam = generate(m, in, o);
+        o.use_cache = false;
+        auto beam_uncached = generate(m, in, o);
+        for (size_t i = 0; i < in.size(); ++i) {
+          EXPECT_LT(beam[i].max_abs_delta, 1e-5);
+          EXPECT_EQ(beam[i].tokens, beam_uncached[i].tokens);
+        }
       }
-      // Beam search re-gathers the cache (and the uncached histories) by parent every step.
-      o.use_cache = true;
-      o.beam = 3;
-      o.min_new = 0;
-      o.max_new = 8;
-      auto beam = generate(m, in, o);
-      o.use_cache = false;
-      auto beam_uncached = generate(m, in, o);
-      for (size_t i = 0; i < in.size(); ++i) {
-        EXPECT_LT(beam[i].max_abs_delta, 1e-5);
-        EXPECT_EQ(beam[i].tokens, beam_uncached[i].tokens);
-      }
-    }
 }
 
 TEST(InferCache, DecodeStepsDoNotGrowMemoryOnceWarm) {
@@ -398,6 +417,8 @@ TEST(InferModel, CheckpointRoundTripDecodesLikeTheLiveModel) {
   save_checkpoint(dir.file("ckpt.bin"), c);
 
   InferenceModel loaded = InferenceModel::load(dir.file("ckpt.bin"));
+  EXPECT_EQ(loaded.layout(), WeightLayout::Decode);  // load() packs the decoder's matrices
+  EXPECT_EQ(loaded.decoder_layers()[0].ffn.w1.shape(), (Shape{16, 8}));  // [F, C]
   EXPECT_EQ(loaded.config().d_model, 8);
   EXPECT_EQ(loaded.vocab().tokens(), test_vocab().tokens());
   GenerateOptions o;
