@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <string>
 
 #include "autograd/tensor.h"
 #include "cli/commands.h"
@@ -19,6 +20,20 @@ int main(int argc, char** argv) {
   register_export(app, run);
   register_generate(app, run);
   register_walkthrough(app, run);
+  // A first word that is no subcommand: name it (CLI11 would only say one is required).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "seqtape: usage error: unknown subcommand '" << argv[1] << "' (one of: " << names
+                << "; see seqtape --help)\n";
+      return kUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

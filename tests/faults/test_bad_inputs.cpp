@@ -181,7 +181,11 @@ const std::vector<Row>& rows() {
   static const std::vector<Row> r = {
       // ---- general ---------------------------------------------------------------------------
       {"no_subcommand", "no subcommand", {}, kUsage, {"subcommand"}},
-      {"unknown_subcommand", "unknown subcommand", {"fly"}, kUsage, {"subcommand"}},
+      {"unknown_subcommand",
+       "unknown subcommand",
+       {"fly"},
+       kUsage,
+       {"unknown subcommand 'fly'", "generate"}},
       {"unknown_flag", "unknown flag", train_with({"--speed", "9"}), kUsage, {"--speed"}},
       // ---- train: data files -----------------------------------------------------------------
       {"train_missing_data",
