@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@ extern "C" void on_sigint(int) {
 
 struct GenerateArgs {
   std::string model, input, trace;
+  std::vector<std::string> end_tokens;  // --end: extra end tokens besides <eos>
   CLI::Option *input_o = nullptr, *temperature_o = nullptr, *top_k_o = nullptr, *top_p_o = nullptr,
               *seed_o = nullptr, *n_best_o = nullptr;
   GenerateOptions o;
@@ -131,6 +133,8 @@ void register_generate(CLI::App& app, Runner& run) {
       ->capture_default_str();
   sub->add_option("--max-new", o.max_new, "at most this many new tokens")->capture_default_str();
   sub->add_option("--stop", o.stop_strings, "stop before this text (repeatable)");
+  sub->add_option("--end", a->end_tokens,
+                  "also end at this vocabulary token, like <eos> (repeatable; stop reason eos)");
   sub->add_flag("--no-cache", a->no_cache, "recompute the whole prefix every step (slow)");
   sub->add_flag("--verify-cache", o.verify_cache,
                 "compare the cached logits with a recompute at every step; report max |delta|");
@@ -147,6 +151,16 @@ void register_generate(CLI::App& app, Runner& run) {
       o.use_cache = !a->no_cache;
       InferenceModel model = InferenceModel::load(a->model);
       Tokenizer tok(model.vocab());
+      if (!a->end_tokens.empty()) {
+        o.end_ids = {model.vocab().eos_id()};
+        for (const std::string& t : a->end_tokens) {
+          const std::optional<int32_t> id = model.vocab().find(t);
+          if (!id)
+            throw UsageError("--end: '" + t + "' is not a token of " + a->model +
+                             "'s vocabulary (" + std::to_string(model.vocab().size()) + " tokens)");
+          o.end_ids.push_back(*id);
+        }
+      }
 
       std::vector<std::pair<std::string, std::string>> inputs;  // (context, text)
       if (a->input_o->count()) {

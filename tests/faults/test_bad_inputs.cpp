@@ -626,6 +626,11 @@ const std::vector<Row>& rows() {
         "-1"},
        kUsage,
        {"--temperature"}},
+      {"generate_end_not_in_vocab",
+       "--end with a token the vocabulary lacks",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--end", "<eot>"},
+       kUsage,
+       {"--end", "'<eot>'", "vocabulary"}},
   };
   return r;
 }
@@ -675,6 +680,30 @@ TEST_P(BadInput, ExitsWithItsClassAndSaysWhatIsWrong) {
 
 INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(rows()),
                          [](const ::testing::TestParamInfo<Row>& i) { return i.param.id; });
+
+// The good side of --end: a token given with --end ends decoding as <eos> does.
+TEST(GenerateCli, EndTokenEndsLikeEos) {
+  const std::string dir = Workspace::get().dir();
+  const std::vector<std::string> base = {"generate", "--model", "run/checkpoint.bin",
+                                         "--input",  "今天",    "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(args, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  // The most likely first token other than <eos> (min-new 1 blocks <eos>)...
+  const nlohmann::json first = with({"--min-new", "1", "--max-new", "1"});
+  ASSERT_EQ(first["tokens"].size(), 1u);
+  const std::string piece = first["text"];
+  ASSERT_FALSE(piece.empty());
+  // ...is either beaten by <eos> or chosen and ends the run: nothing generated, reason eos.
+  const nlohmann::json ended = with({"--end", piece, "--max-new", "5"});
+  EXPECT_EQ(ended["tokens"].size(), 0u) << ended.dump();
+  EXPECT_EQ(ended["stop_reason"], "eos");
+  EXPECT_EQ(ended["cache_lengths"].size(), 1u);  // one step: the end token was selected there
+}
 
 // ---- docs/bad_inputs.md --------------------------------------------------------------------
 
