@@ -9,4 +9,9 @@ if ! cmake --build build -j"$jobs" >build/build.log 2>&1; then
   echo "build failed: see build/build.log" >&2
   exit 1
 fi
+if grep -q 'warning:' build/build.log; then
+  # Release builds are kept warning-free: show any that crept in.
+  echo "build: compiler warnings (see build/build.log):" >&2
+  grep 'warning:' build/build.log | sort -u | head -20 >&2
+fi
 echo "build: ok (Release, build/)"

@@ -16,6 +16,10 @@ if ! cmake --build build-asan -j"$jobs" >build-asan/build.log 2>&1; then
   echo "sanitize: build failed: see build-asan/build.log" >&2
   exit 1
 fi
+if grep -q 'warning:' build-asan/build.log; then
+  echo "sanitize: compiler warnings (see build-asan/build.log):" >&2
+  grep 'warning:' build-asan/build.log | sort -u | head -20 >&2
+fi
 
 reports=$PWD/build-asan/sanitizer-reports
 rm -rf "$reports"

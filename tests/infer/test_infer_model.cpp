@@ -99,8 +99,9 @@ TEST(InferLogits, Seq2SeqMatchesTrainingForwardOnPaddedBatch) {
       const Tensor& wq = m.decoder_layers()[0].self_attn.wq;
       const Tensor& live_wq = net->parameter("decoder.layers.0.self_attn.wq").value();
       EXPECT_EQ(wq.same_storage(live_wq), layout == WeightLayout::Training);
-      if (layout == WeightLayout::Decode)  // [out, in]: element (o, i) is the live W[i, o]
+      if (layout == WeightLayout::Decode) {  // [out, in]: element (o, i) is the live W[i, o]
         EXPECT_EQ(wq.data<float>()[1 * 8 + 2], live_wq.data<float>()[2 * 8 + 1]);
+      }
 
       // Two sources of different lengths, two target prefixes of different lengths.
       const std::vector<std::vector<int32_t>> src = {{5, 6, 6, 7, 8, 9, 2}, {12, 13, 2}};
