@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 #ifndef SEQTAPE_CLI_PATH
 #error "SEQTAPE_CLI_PATH must name the seqtape binary (tests/faults/CMakeLists.txt sets it)"
 #endif
@@ -31,29 +33,7 @@ inline const char* cli_path() {
   return SEQTAPE_CLI_PATH;
 }
 
-// A fresh directory under the system temp dir, removed with everything in it.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag = "faults") {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("seqtape_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const fs::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test_util::TempDir;
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

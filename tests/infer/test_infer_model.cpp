@@ -16,6 +16,7 @@
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/session.h"
+#include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -342,14 +343,7 @@ TEST(InferCache, StepBeyondCapacityIsAnError) {
 
 // ---- weights and checkpoints ---------------------------------------------------------------
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::error_of;
 
 TEST(InferModel, RejectsMissingMismatchedUnexpectedAndNonFiniteWeights) {
   auto net = make_model(small_config(Arch::Seq2Seq, NormPlacement::Post));
@@ -385,26 +379,8 @@ TEST(InferModel, RejectsMissingMismatchedUnexpectedAndNonFiniteWeights) {
             std::string::npos);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("seqtape_test_infer_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& n) const { return (path_ / n).string(); }
-
- private:
-  fs::path path_;
-};
-
 TEST(InferModel, CheckpointRoundTripDecodesLikeTheLiveModel) {
-  TempDir dir;
+  test_util::TempDir dir("test_infer");
   auto net = make_model(small_config(Arch::Seq2Seq, NormPlacement::Pre, 5));
   Checkpoint c;  // the fields train/trainer.cpp's save() writes
   c.config_json = net->config().to_json().dump();

@@ -13,7 +13,7 @@
 #include <limits>
 #include <random>
 
-#include "tests/train/temp_files.h"
+#include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/envelope.h"
 
@@ -22,6 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using test_util::error_of;
 using test_util::read_bytes;
 using test_util::TempDir;
 using test_util::write_bytes;
@@ -72,27 +73,6 @@ void expect_equal(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.loader_state_json, b.loader_state_json);
   EXPECT_EQ(a.metrics_json, b.metrics_json);
 }
-
-// Runs fn, which must throw seqtape::Error; returns the message.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-seqtape exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "did not throw";
-  return {};
-}
-
-#define EXPECT_ERROR_HAS(stmt, text)                       \
-  do {                                                     \
-    const std::string msg_ = error_of([&] { stmt; });      \
-    EXPECT_NE(msg_.find(text), std::string::npos) << msg_; \
-  } while (0)
 
 // Little-endian builders for crafting payloads field by field.
 void put_u64(std::string& s, uint64_t v) {

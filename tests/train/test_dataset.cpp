@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "train/copy_task.h"
 #include "train/dataset.h"
 
@@ -16,19 +17,7 @@ namespace {
 const std::string kRefDir = std::string(SEQTAPE_SOURCE_DIR) + "/datasets/reference";
 using Ids = std::vector<int32_t>;
 
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected seqtape::Error";
-  return "";
-}
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+using test_util::error_of;
 
 std::filesystem::path temp_dir() {
   const auto dir = std::filesystem::temp_directory_path() / "seqtape_test_dataset";

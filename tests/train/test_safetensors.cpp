@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tests/train/temp_files.h"
+#include "tests/test_util.h"
 #include "train/envelope.h"
 #include "train/safetensors.h"
 
@@ -18,28 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using test_util::error_of;
 using test_util::read_bytes;
 using test_util::TempDir;
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a non-seqtape exception: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "did not throw";
-  return {};
-}
-
-#define EXPECT_ERROR_HAS(stmt, text)                       \
-  do {                                                     \
-    const std::string msg_ = error_of([&] { stmt; });      \
-    EXPECT_NE(msg_.find(text), std::string::npos) << msg_; \
-  } while (0)
 
 std::string u64le(uint64_t v) {
   std::string s;

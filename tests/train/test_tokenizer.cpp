@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "train/tokenizer.h"
 
 namespace seqtape {
@@ -22,20 +23,7 @@ std::string write_temp(const std::string& name, const std::string& bytes) {
   return path;
 }
 
-// Runs fn, expects an Error, returns its message.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected seqtape::Error";
-  return "";
-}
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+using test_util::error_of;
 
 TEST(Utf8, DecodesValidText) {
   const std::vector<char32_t> cps = utf8_decode("a\xC3\xA9今\xF0\x9F\x98\x80", "t");

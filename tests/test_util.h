@@ -1,26 +1,30 @@
 #pragma once
-// Helpers shared by the file-format tests of tests/train: a self-removing temporary
-// directory and whole-file reads and writes.
+// Helpers shared by the test programs: a self-removing temporary directory, whole-file reads
+// and writes, and the message of an expected seqtape::Error.
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "autograd/tensor.h"  // seqtape::Error
+
 namespace seqtape::test_util {
 
 // A fresh directory under the system temp dir, removed with everything in it.
 class TempDir {
  public:
-  TempDir() {
+  explicit TempDir(const std::string& tag = "test") {
     static std::atomic<int> counter{0};
     path_ = std::filesystem::temp_directory_path() /
-            ("seqtape_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+            ("seqtape_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
@@ -30,6 +34,7 @@ class TempDir {
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
   // File names in the directory, sorted.
   std::vector<std::string> entries() const {
@@ -54,4 +59,30 @@ inline void write_bytes(const std::string& path, std::string_view bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
+// Runs fn, which must throw seqtape::Error; returns its message (a test failure otherwise).
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw a non-seqtape exception: " << e.what();
+    return {};
+  }
+  ADD_FAILURE() << "did not throw";
+  return {};
+}
+
 }  // namespace seqtape::test_util
+
+// stmt must throw a seqtape::Error whose message contains text.
+#define EXPECT_ERROR_HAS(stmt, text)                                        \
+  do {                                                                      \
+    const std::string msg_ = ::seqtape::test_util::error_of([&] { stmt; }); \
+    EXPECT_NE(msg_.find(text), std::string::npos) << msg_;                  \
+  } while (0)
+
+// haystack (a string) contains needle.
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
