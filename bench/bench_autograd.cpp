@@ -121,10 +121,8 @@ BENCHMARK(BM_chain1000_forward_backward)->Unit(benchmark::kMicrosecond)->UseReal
 
 int main(int argc, char** argv) {
   using namespace seqtape;
-  benchmark::Initialize(&argc, argv);
-  bench::print_blas_banner();
   bench::RatioReporter rep;
-  benchmark::RunSpecifiedBenchmarks(&rep);
+  bench::run_benchmarks(&argc, argv, rep);
   std::printf(
       "\nmatmul op vs raw cblas_sgemm (throughput ratio, same run; target >= 0.95 at 256+)\n");
   std::printf("%-20s %12s %12s %8s\n", "M x K x N", "raw GFLOP/s", "op GFLOP/s", "ratio");

@@ -229,10 +229,8 @@ double ns_of(const bench::RatioReporter& rep, const std::string& name) {
 
 int main(int argc, char** argv) {
   using namespace seqtape;
-  benchmark::Initialize(&argc, argv);
-  bench::print_blas_banner();
   bench::RatioReporter rep;
-  benchmark::RunSpecifiedBenchmarks(&rep);
+  bench::run_benchmarks(&argc, argv, rep);
 
   std::printf(
       "\nGreedy decode, batch 1: time per generated token, cached vs uncached (same run). "

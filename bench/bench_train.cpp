@@ -133,10 +133,8 @@ const bool kRegistered = [] {
 
 int main(int argc, char** argv) {
   using namespace seqtape;
-  benchmark::Initialize(&argc, argv);
-  bench::print_blas_banner();
   bench::RatioReporter rep;
-  benchmark::RunSpecifiedBenchmarks(&rep);
+  bench::run_benchmarks(&argc, argv, rep);
   std::printf(
       "\ntraining step (forward + backward + clip + Adam), GFLOP/s counted as 3x forward gemm "
       "FLOPs\n");

@@ -74,4 +74,12 @@ inline void print_blas_banner() {
         kernels::blas_core_name().c_str());
 }
 
+// Google Benchmark's set-up, the banner, then every benchmark the flags select, reported
+// into rep (whose times the caller's summary table reads).
+inline void run_benchmarks(int* argc, char** argv, RatioReporter& rep) {
+  benchmark::Initialize(argc, argv);
+  print_blas_banner();
+  benchmark::RunSpecifiedBenchmarks(&rep);
+}
+
 }  // namespace seqtape::bench

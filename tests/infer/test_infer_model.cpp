@@ -16,6 +16,7 @@
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/session.h"
+#include "tests/infer/fixtures.h"
 #include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -25,31 +26,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Vocab test_vocab() {
-  return Vocab::from_tokens({"<pad>", "<bos>", "<eos>", "<unk>", "<sep>", "今", "天", "气", "很",
-                             "好", "学习", "！", "a", "b"});
-}
+using test_util::test_vocab;
+using test_util::weights_of;
 
 ModelConfig small_config(Arch arch, NormPlacement norm, uint64_t seed = 7) {
-  ModelConfig c;
-  c.arch = arch;
-  c.vocab_size = test_vocab().size();
-  c.d_model = 8;
-  c.n_heads = 2;
-  c.n_encoder_layers = arch == Arch::Seq2Seq ? 2 : 0;
-  c.n_decoder_layers = 2;
-  c.d_ff = 16;
-  c.norm = norm;
-  c.max_positions = 24;
-  c.pe_base = 100.0;
-  c.init_seed = seed;
-  return c;
-}
-
-std::vector<NamedTensor> weights_of(const TransformerModel& net) {
-  std::vector<NamedTensor> out;
-  for (auto& [name, p] : net.named_parameters()) out.push_back({name, p.value()});
-  return out;
+  return test_util::tiny_config(arch, test_vocab().size(), norm, seed, /*max_positions=*/24);
 }
 
 // Training layout: a view of the live model's weights. Decode layout (what load() gives):

@@ -11,29 +11,16 @@
 #include "infer/output_text.h"
 #include "infer/search.h"
 #include "infer/session.h"
+#include "tests/infer/fixtures.h"
 #include "train/trainer.h"
 
 namespace seqtape {
 namespace {
 
-Vocab test_vocab() {
-  return Vocab::from_tokens({"<pad>", "<bos>", "<eos>", "<unk>", "<sep>", "今", "天", "气", "很",
-                             "好", "学习", "！", "a", "b"});
-}
+using test_util::test_vocab;
 
 ModelConfig small_config(Arch arch, const Vocab& v, uint64_t seed) {
-  ModelConfig c;
-  c.arch = arch;
-  c.vocab_size = v.size();
-  c.d_model = 8;
-  c.n_heads = 2;
-  c.n_encoder_layers = arch == Arch::Seq2Seq ? 2 : 0;
-  c.n_decoder_layers = 2;
-  c.d_ff = 16;
-  c.max_positions = 40;
-  c.pe_base = 100.0;
-  c.init_seed = seed;
-  return c;
+  return test_util::tiny_config(arch, v.size(), NormPlacement::Post, seed, /*max_positions=*/40);
 }
 
 // A random-init training model and the inference view of its weights (kept alive together).
@@ -49,9 +36,8 @@ Models make(Arch arch, uint64_t seed, const Vocab& v = test_vocab()) {
   Tensor& bias = out.net->parameter("out_proj.bias").mutable_value();
   for (std::string_view s : {kPadToken, kBosToken, kUnkToken, kSepToken})
     if (auto id = v.find(s)) bias.set(*id, -30.0);
-  std::vector<NamedTensor> w;
-  for (auto& [name, p] : out.net->named_parameters()) w.push_back({name, p.value()});
-  out.m = std::make_unique<InferenceModel>(out.net->config(), v, w, "live model");
+  out.m = std::make_unique<InferenceModel>(out.net->config(), v, test_util::weights_of(*out.net),
+                                           "live model");
   return out;
 }
 
