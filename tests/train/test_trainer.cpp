@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/copy_task.h"
 #include "train/export.h"
@@ -22,6 +23,7 @@ namespace seqtape {
 namespace {
 
 namespace fs = std::filesystem;
+using test_util::error_of;
 
 std::string src_path(const std::string& rel) {
   return std::string(SEQTAPE_SOURCE_DIR) + "/" + rel;
@@ -46,6 +48,15 @@ TrainOptions seed_options(const fs::path& out) {
   o.progress = 0;
   o.log_every = 1000;
   return o;
+}
+
+// Trains the seed preset for `steps` steps into out; returns the checkpoint's path.
+std::string trained_checkpoint(const fs::path& out, int64_t steps) {
+  std::ostringstream log;
+  TrainOptions o = seed_options(out);
+  o.steps = steps;
+  train(o, log);
+  return (out / "checkpoint.bin").string();
 }
 
 TEST(Trainer, SeedPresetLearnsTheReferenceSentenceAndDecodesItBack) {
@@ -141,14 +152,9 @@ TEST(Trainer, NonFiniteLossRejectsTheStepAndKeepsTheLastGoodCheckpoint) {
     if (step == 7) m.parameter("out_proj.bias").mutable_value().set(0, NAN);
   };
   std::ostringstream log;
-  try {
-    train(o, log);
-    FAIL() << "expected the poisoned step to stop training";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("step 8"), std::string::npos) << msg;  // the first step that sees NaN
-    EXPECT_NE(msg.find("(step 4)"), std::string::npos) << msg;
-  }
+  const std::string msg = error_of([&] { train(o, log); });  // the poisoned step stops training
+  EXPECT_HAS(msg, "step 8");                                 // the first step that sees NaN
+  EXPECT_HAS(msg, "(step 4)");
   Checkpoint c = load_checkpoint((out / "checkpoint.bin").string());
   EXPECT_EQ(c.step, 4);
   for (const auto& t : c.params)
@@ -260,20 +266,11 @@ TEST(Optimizers, StateRoundTripsAndRejectsAnotherShape) {
   EXPECT_THROW(opt2.load_state(copy, 1), Error);
 }
 
-}  // namespace
-}  // namespace seqtape
-
-namespace seqtape {
-namespace {
-
 TEST(Export, SafetensorsHoldEveryParameterUnderItsDottedName) {
   fs::path out = temp_dir("export");
-  std::ostringstream log;
-  TrainOptions o = seed_options(out);
-  o.steps = 3;
-  train(o, log);
-  ExportReport r = export_checkpoint((out / "checkpoint.bin").string(), (out / "export").string());
-  Checkpoint c = load_checkpoint((out / "checkpoint.bin").string());
+  const std::string path = trained_checkpoint(out, 3);
+  ExportReport r = export_checkpoint(path, (out / "export").string());
+  Checkpoint c = load_checkpoint(path);
   SafetensorsFile f = read_safetensors(r.safetensors_path);
   ASSERT_EQ(f.tensors.size(), c.params.size());
   EXPECT_EQ(f.metadata.at("linear_layout"), "[in, out]: y = x @ W + b");
@@ -292,19 +289,9 @@ TEST(Export, SafetensorsHoldEveryParameterUnderItsDottedName) {
   fs::remove_all(out);
 }
 
-}  // namespace
-}  // namespace seqtape
-
-namespace seqtape {
-namespace {
-
 TEST(Trainer, ResumeRejectsParametersThatDoNotMatchTheConfig) {
   fs::path out = temp_dir("shape_mismatch");
-  std::ostringstream log;
-  TrainOptions o = seed_options(out);
-  o.steps = 2;
-  train(o, log);
-  const std::string path = (out / "checkpoint.bin").string();
+  const std::string path = trained_checkpoint(out, 2);
   Checkpoint c = load_checkpoint(path);
   auto cfg = nlohmann::json::parse(c.config_json);
   cfg["d_ff"] = 8;  // the saved FFN weights are [4,16]
@@ -313,41 +300,22 @@ TEST(Trainer, ResumeRejectsParametersThatDoNotMatchTheConfig) {
   TrainOptions again = seed_options(out);
   again.steps = 4;
   again.resume = true;
-  try {
-    train(again, log);
-    FAIL() << "expected a shape mismatch";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("checkpoint.bin"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("ffn.w1"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("[4,16]"), std::string::npos) << msg;
-  }
+  std::ostringstream log;
+  const std::string msg = error_of([&] { train(again, log); });  // a shape mismatch
+  EXPECT_HAS(msg, "checkpoint.bin");
+  EXPECT_HAS(msg, "ffn.w1");
+  EXPECT_HAS(msg, "[4,16]");
   fs::remove_all(out);
 }
 
-}  // namespace
-}  // namespace seqtape
-
-namespace seqtape {
-namespace {
-
 TEST(Export, RefusesNonFiniteWeightsNamingTheTensor) {
   fs::path out = temp_dir("export_nan");
-  std::ostringstream log;
-  TrainOptions o = seed_options(out);
-  o.steps = 2;
-  train(o, log);
-  const std::string path = (out / "checkpoint.bin").string();
+  const std::string path = trained_checkpoint(out, 2);
   Checkpoint c = load_checkpoint(path);
   c.params[3].value.set(0, INFINITY);
   save_checkpoint(path, c);
-  try {
-    export_checkpoint(path, (out / "export").string());
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'" + c.params[3].name + "'"), std::string::npos)
-        << e.what();
-  }
+  EXPECT_ERROR_HAS(export_checkpoint(path, (out / "export").string()),
+                   "'" + c.params[3].name + "'");
   EXPECT_FALSE(fs::exists(out / "export" / "model.safetensors"));
   fs::remove_all(out);
 }
