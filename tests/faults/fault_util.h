@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "train/copy_task.h"
+#include "train/trainer.h"
 
 #ifndef SEQTAPE_CLI_PATH
 #error "SEQTAPE_CLI_PATH must name the seqtape binary (tests/faults/CMakeLists.txt sets it)"
@@ -34,6 +36,31 @@ inline const char* cli_path() {
 }
 
 using test_util::TempDir;
+
+// A small copy task in dir/data: n_train strings of at most 5 characters, 4 held out.
+inline void write_small_copy_task(const TempDir& dir, int64_t n_train, uint64_t seed) {
+  CopyTaskOptions co;
+  co.n_train = n_train;
+  co.n_valid = 4;
+  co.max_len = 5;
+  co.seed = seed;
+  write_copy_task(dir.file("data"), generate_copy_task(co), co.alphabet);
+}
+
+// The seed preset on dir/data (train() sets vocab_size from data/vocab.txt), batches of 8,
+// writing to dir/<out>, without progress lines.
+inline TrainOptions seed_training(const TempDir& dir, const std::string& out, int64_t steps) {
+  TrainOptions o;
+  o.data = dir.file("data/train.tsv");
+  o.valid_data = dir.file("data/valid.tsv");
+  o.vocab = dir.file("data/vocab.txt");
+  o.out_dir = dir.file(out);
+  o.model = preset("seed", 2);
+  o.steps = steps;
+  o.batch = 8;
+  o.progress = 0;
+  return o;
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

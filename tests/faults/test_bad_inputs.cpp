@@ -33,23 +33,9 @@ class Workspace {
 
  private:
   Workspace() {
-    CopyTaskOptions co;
-    co.n_train = 40;
-    co.n_valid = 4;
-    co.max_len = 5;
-    co.seed = 1;
-    write_copy_task(dir_.file("data"), generate_copy_task(co), co.alphabet);
-
-    TrainOptions o;
-    o.data = dir_.file("data/train.tsv");
-    o.valid_data = dir_.file("data/valid.tsv");
-    o.vocab = dir_.file("data/vocab.txt");
-    o.out_dir = dir_.file("run");
-    o.model = preset("seed", 2);
-    o.steps = 2;
-    o.batch = 8;
+    write_small_copy_task(dir_, 40, 1);
+    TrainOptions o = seed_training(dir_, "run", 2);
     o.eval_max = 1;
-    o.progress = 0;
     std::ostringstream log;
     train(o, log);
     const std::string good = read_file(dir_.file("run/checkpoint.bin"));

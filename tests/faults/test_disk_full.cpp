@@ -32,30 +32,13 @@ struct FaultGuard {
   ~FaultGuard() { clear_write_fault_for_testing(); }
 };
 
-void write_copy_data(const std::string& dir) {
-  CopyTaskOptions co;
-  co.n_train = 64;
-  co.n_valid = 4;
-  co.max_len = 5;
-  co.seed = 2;
-  write_copy_task(dir, generate_copy_task(co), co.alphabet);
-}
-
 class InjectedDiskFull : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(InjectedDiskFull, SaveFailsCleanlyAndThePreviousCheckpointSurvives) {
   TempDir dir("diskfull");
-  write_copy_data(dir.file("data"));
-  TrainOptions o;
-  o.data = dir.file("data/train.tsv");
-  o.valid_data = dir.file("data/valid.tsv");
-  o.vocab = dir.file("data/vocab.txt");
-  o.out_dir = dir.file("out");
-  o.model = preset("seed", 2);
-  o.steps = 8;
-  o.batch = 8;
+  write_small_copy_task(dir, 64, 2);
+  TrainOptions o = seed_training(dir, "out", 8);
   o.save_every = 1;
-  o.progress = 0;
   const size_t fail_after = GetParam();
   // Armed during step 4, before its save: saves 1-3 succeed, save 4 hits the "full disk".
   o.before_backward = [fail_after](int64_t step, TransformerModel&) {

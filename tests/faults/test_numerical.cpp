@@ -25,28 +25,13 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 class NumericalFaults : public ::testing::Test {
  protected:
-  void SetUp() override {
-    CopyTaskOptions co;
-    co.n_train = 64;
-    co.n_valid = 4;
-    co.max_len = 5;
-    co.seed = 9;
-    write_copy_task(dir_.file("data"), generate_copy_task(co), co.alphabet);
-  }
+  void SetUp() override { write_small_copy_task(dir_, 64, 9); }
 
   TrainOptions options(int64_t steps, int64_t save_every, bool anomaly) const {
-    TrainOptions o;
-    o.data = dir_.file("data/train.tsv");
-    o.valid_data = dir_.file("data/valid.tsv");
-    o.vocab = dir_.file("data/vocab.txt");
-    o.out_dir = dir_.file("out");
-    o.model = preset("seed", 2);
-    o.steps = steps;
-    o.batch = 8;
+    TrainOptions o = seed_training(dir_, "out", steps);
     o.save_every = save_every;
     o.log_every = 1;
     o.eval_max = 2;
-    o.progress = 0;
     o.anomaly = anomaly;
     return o;
   }
