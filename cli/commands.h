@@ -24,5 +24,6 @@ void register_gen_copy(CLI::App& app, Runner& run);
 void register_export(CLI::App& app, Runner& run);
 void register_generate(CLI::App& app, Runner& run);
 void register_walkthrough(CLI::App& app, Runner& run);
+void register_vocab(CLI::App& app, Runner& run);
 
 }  // namespace seqtape::cli

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   register_export(app, run);
   register_generate(app, run);
   register_walkthrough(app, run);
+  register_vocab(app, run);
   // A first word that is no subcommand: name it (CLI11 would only say one is required).
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;
