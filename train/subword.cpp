@@ -109,7 +109,7 @@ SubwordTokenizer SubwordTokenizer::train(const std::vector<std::string>& texts,
       {"normalization_rule_name", "identity"},
       {"remove_extra_whitespaces", "false"},
       {"num_threads", std::to_string(std::max(1, opt.threads))},
-      {"minloglevel", "1"},  // no INFO lines on stderr
+      {"minloglevel", "2"},  // no INFO or WARNING lines on stderr (errors come back as Status)
   };
   VectorIterator it(texts);
   std::string bytes;
