@@ -1,6 +1,7 @@
 #include "train/metrics.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <unordered_map>
 

@@ -233,6 +233,15 @@ TEST(Chrf, CountsCharactersNotBytes) {
             (std::vector<char32_t>{U'a', U'\uFFFD', U'b'}));
 }
 
+TEST(Chrf, SeveralReferencesTakeTheBestSentenceScore) {
+  // ab against xy (chrF 0) and ab (100): the second reference's statistics are used.
+  const std::vector<Strings> streams{{"xy"}, {"ab"}};
+  EXPECT_DOUBLE_EQ(corpus_chrf(Strings{"ab"}, streams), 100.0);
+  const ChrfStats st = chrf_segment_stats("ab", Strings{"xy", "ab"});
+  EXPECT_EQ(st.match, (std::vector<int64_t>{2, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(st.hyp, (std::vector<int64_t>{2, 1, 0, 0, 0, 0}));
+}
+
 TEST(Chrf, CorpusStatisticsAreSummedBeforeTheScore) {
   // aa|ab and ab|ab: 1-grams hyp 4, ref 4, match 3; 2-grams hyp 2, ref 2, match 1.
   // P = R = (3/4 + 1/2)/2 = 5/8, not the mean of the sentence scores (25 and 100).
