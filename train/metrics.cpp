@@ -194,9 +194,29 @@ int order_of(const std::string& key) {
   return 1 + static_cast<int>(std::count(key.begin(), key.end(), ' '));
 }
 
+// sacreBLEU's TokenizerChar: " ".join(line); the whitespace characters vanish in the split.
+std::string space_characters(std::string_view text) {
+  std::string out;
+  for (size_t pos = 0; pos < text.size();) {
+    const auto [cp, len] = char_at(text, pos);
+    if (!out.empty()) out += ' ';
+    out.append(text.substr(pos, len));
+    pos += len;
+  }
+  return out;
+}
+
 std::string bleu_preprocess(std::string_view text, BleuTokenize tok) {
   const std::string_view stripped = rstrip(text);
-  return tok == BleuTokenize::k13a ? tokenize_13a(stripped) : std::string(stripped);
+  switch (tok) {
+    case BleuTokenize::k13a:
+      return tokenize_13a(stripped);
+    case BleuTokenize::kChar:
+      return space_characters(stripped);
+    case BleuTokenize::kNone:
+      break;
+  }
+  return std::string(stripped);
 }
 
 int64_t closest_ref_len(int64_t hyp_len, const std::vector<int64_t>& ref_lens) {

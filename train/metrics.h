@@ -26,7 +26,9 @@ namespace seqtape::metrics {
 // ---- BLEU ---------------------------------------------------------------------------------
 
 enum class BleuSmooth { kNone, kFloor, kAddK, kExp };
-enum class BleuTokenize { k13a, kNone };
+// 13a (the default), none (split on whitespace only), char (every non-space character is a
+// token: sacreBLEU's 'char', for text without spaces such as Chinese).
+enum class BleuTokenize { k13a, kNone, kChar };
 
 struct BleuOptions {
   BleuSmooth smooth = BleuSmooth::kExp;

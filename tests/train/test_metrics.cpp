@@ -190,6 +190,7 @@ TEST(BleuSacrebleu, SentenceBleuSmoothingsIssue98) {
       {BleuSmooth::kAddK, 1, BleuTokenize::k13a, 14.882},
       {BleuSmooth::kAddK, 2, BleuTokenize::k13a, 21.389},
       {BleuSmooth::kExp, {}, BleuTokenize::kNone, 7.347},
+      {BleuSmooth::kExp, {}, BleuTokenize::kChar, 40.8759},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     BleuOptions o;
@@ -198,9 +199,21 @@ TEST(BleuSacrebleu, SentenceBleuSmoothingsIssue98) {
     o.tokenize = cases[i].tok;
     o.effective_order = true;
     EXPECT_NEAR(bleu1(sys, ref, o), cases[i].expected, 1e-3) << "case " << i;
-    // Issue #141: no match at all is 0 with every smoothing.
-    EXPECT_EQ(bleu1("this is a cat", "okay thanks", o), 0.0) << "case " << i;
+    // Issue #141 (test_cases_zero_bleu, 13a): no word matches, 0 with every smoothing.
+    if (cases[i].tok == BleuTokenize::k13a) {
+      EXPECT_EQ(bleu1("this is a cat", "okay thanks", o), 0.0) << "case " << i;
+    }
   }
+}
+
+TEST(Bleu, CharTokenizerForTextWithoutSpaces) {
+  // 今天天气 | 今天天气很好, characters as tokens: every n-gram of the hypothesis matches
+  // (4, 3, 2, 1 of them), brevity penalty exp(1 - 6/4).
+  BleuOptions o;
+  o.tokenize = BleuTokenize::kChar;
+  EXPECT_NEAR(bleu1("今天天气", "今天天气很好", o), 100 * std::exp(-0.5), 1e-9);
+  // With 13a the whole line is one token: no 2-gram, BLEU 0.
+  EXPECT_EQ(bleu1("今天天气", "今天天气很好"), 0.0);
 }
 
 // ---- chrF, by hand --------------------------------------------------------------------------
