@@ -133,10 +133,12 @@ SubwordTokenizer SubwordTokenizer::from_model_bytes(std::string bytes, std::stri
                   " at id " + std::to_string(s.id) +
                   " (train the vocabulary with `seqtape vocab`)");
   }
-  if (t.sp_->pad_id() != 0 || t.sp_->bos_id() != 1 || t.sp_->eos_id() != 2 || t.sp_->unk_id() != 3)
+  // Text must never produce <pad>/<bos>/<eos>/<sep>: they have to be control symbols.
+  if (t.sp_->pad_id() != 0 || t.sp_->bos_id() != 1 || t.sp_->eos_id() != 2 ||
+      t.sp_->unk_id() != 3 || !t.sp_->IsControl(4))
     fail(w,
-         "SentencePiece model's pad/bos/eos/unk ids are not 0/1/2/3 (train it with `seqtape "
-         "vocab`)");
+         "SentencePiece model's pad/bos/eos/unk ids are not 0/1/2/3 or <sep> is not a control "
+         "symbol (train it with `seqtape vocab`)");
   std::vector<std::string> pieces;
   pieces.reserve(n);
   for (int i = 0; i < n; ++i) pieces.push_back(t.sp_->IdToPiece(i));

@@ -1,11 +1,13 @@
 // SentencePiece subword vocabularies: training through the library on a small generated
 // corpus, round trips, seqtape's special ids, model bytes, and vocabulary directories.
 #include <gtest/gtest.h>
+#include <sentencepiece_trainer.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -163,6 +165,45 @@ TEST(Subword, MalformedModelBytesAreAClearError) {
       EXPECT_NE(std::string(e.what()).find("cut: "), std::string::npos) << e.what();
     }
   }
+}
+
+// A model trained by the library directly, with `extra` on top of a tiny default set-up.
+std::string foreign_model(std::unordered_map<std::string, std::string> extra) {
+  std::unordered_map<std::string, std::string> kw{
+      {"model_type", "unigram"}, {"vocab_size", "60"}, {"minloglevel", "2"}};
+  kw.insert(extra.begin(), extra.end());
+  const std::vector<std::string> texts = corpus();
+  struct It : sentencepiece::SentenceIterator {
+    const std::vector<std::string>* v;
+    size_t i = 0;
+    bool done() const override { return i >= v->size(); }
+    void Next() override { ++i; }
+    const std::string& value() const override { return (*v)[i]; }
+    sentencepiece::util::Status status() const override { return {}; }
+  } it;
+  it.v = &texts;
+  std::string bytes;
+  EXPECT_TRUE(sentencepiece::SentencePieceTrainer::Train(kw, &it, &bytes).ok());
+  return bytes;
+}
+
+TEST(Subword, ModelsWithoutSeqtapeSpecialsAreRefused) {
+  // The library's defaults: <unk> 0, <s> 1, </s> 2, no padding.
+  EXPECT_ERROR_HAS(SubwordTokenizer::from_model_bytes(foreign_model({}), "t5.model"),
+                   "t5.model: SentencePiece model lacks seqtape's special token <pad> at id 0");
+  // <sep> as a user-defined symbol would let the text "<sep>" produce it.
+  EXPECT_ERROR_HAS(
+      SubwordTokenizer::from_model_bytes(foreign_model({{"pad_id", "0"},
+                                                        {"bos_id", "1"},
+                                                        {"eos_id", "2"},
+                                                        {"unk_id", "3"},
+                                                        {"pad_piece", "<pad>"},
+                                                        {"bos_piece", "<bos>"},
+                                                        {"eos_piece", "<eos>"},
+                                                        {"unk_piece", "<unk>"},
+                                                        {"user_defined_symbols", "<sep>"}}),
+                                         "user.model"),
+      "<sep> is not a control symbol");
 }
 
 TEST(SubwordDir, JointAndSeparateLayoutsRoundTrip) {
