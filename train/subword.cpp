@@ -81,7 +81,7 @@ SubwordTokenizer::SubwordTokenizer()
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
 SubwordTokenizer::SubwordTokenizer(SubwordTokenizer&&) noexcept = default;
 SubwordTokenizer& SubwordTokenizer::operator=(SubwordTokenizer&&) noexcept = default;
-SubwordTokenizer::~SubwordTokenizer() = default;
+SubwordTokenizer::~SubwordTokenizer() = default;  // here, where SentencePieceProcessor is complete
 
 SubwordTokenizer SubwordTokenizer::train(const std::vector<std::string>& texts,
                                          const SubwordTrainOptions& opt, std::string_view where) {
@@ -167,19 +167,19 @@ std::vector<int32_t> SubwordTokenizer::encode(std::string_view text,
 
 std::string SubwordTokenizer::decode(std::span<const int32_t> ids, bool keep_specials) const {
   // The library decodes runs of ordinary pieces (and <unk>, whose surface is "<unk>"); control
-  // tokens are written here by seqtape's rules. A run after the first keeps its leading space,
-  // which the library would drop as the dummy prefix of a text.
+  // tokens are written here by seqtape's rules. A run after ordinary text keeps its leading
+  // space, which the library would drop as the dummy prefix of a text.
   std::string out;
   std::vector<int> run;
-  bool first_run = true;
+  bool wrote_text = false;  // an ordinary piece is in `out`
   const auto flush = [&] {
     if (run.empty()) return;
     std::string text;
     const auto st = sp_->Decode(run, &text);
     if (!st.ok()) fail("decode", "SentencePiece decoding failed: " + st.ToString());
-    if (!first_run && sp_->IdToPiece(run.front()).starts_with(kSpaceMark)) out += ' ';
+    if (wrote_text && sp_->IdToPiece(run.front()).starts_with(kSpaceMark)) out += ' ';
     out += text;
-    first_run = false;
+    wrote_text = true;
     run.clear();
   };
   for (int32_t id : ids) {
@@ -199,10 +199,13 @@ std::string SubwordTokenizer::decode(std::span<const int32_t> ids, bool keep_spe
   return out;
 }
 
-std::string SubwordTokenizer::token_text(int32_t id) const {
+std::string SubwordTokenizer::token_text(int32_t id, bool first) const {
   const std::string& piece = vocab_.token(id);  // Error when out of range
-  if (id == vocab_.unk_id() || vocab_.is_special(id)) return piece;
-  return replace_space_marks(piece);
+  if (id == vocab_.pad_id() || id == vocab_.bos_id() || id == vocab_.eos_id()) return {};
+  if (vocab_.is_special(id)) return piece;  // <unk>, <sep> by name
+  std::string text = replace_space_marks(piece);
+  if (first && piece.starts_with(kSpaceMark)) text.erase(0, 1);
+  return text;
 }
 
 float SubwordTokenizer::score(int32_t id) const {

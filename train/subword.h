@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "train/text_codec.h"
 #include "train/tokenizer.h"  // Vocab, the special token names
 
 namespace sentencepiece {
@@ -43,7 +44,7 @@ struct SubwordTrainOptions {
   int32_t threads = 2;
 };
 
-class SubwordTokenizer {
+class SubwordTokenizer final : public TextCodec {
  public:
   // Trains on `texts` (one sentence each) in memory. An Error names `where` and carries the
   // library's message (e.g. too few distinct characters for the requested size).
@@ -56,23 +57,27 @@ class SubwordTokenizer {
 
   SubwordTokenizer(SubwordTokenizer&&) noexcept;
   SubwordTokenizer& operator=(SubwordTokenizer&&) noexcept;
-  ~SubwordTokenizer();
+  ~SubwordTokenizer() override;
 
   // The same contract as Tokenizer: ids without <bos>/<eos> (the caller adds them); `context`
   // names the text in errors ("data.tsv:12").
-  std::vector<int32_t> encode(std::string_view text, std::string_view context = "text") const;
+  std::vector<int32_t> encode(std::string_view text,
+                              std::string_view context = "text") const override;
   // <pad>, <bos>, <eos> are skipped unless keep_specials; <unk> and <sep> are written by name.
   // An id outside the vocabulary is an Error.
-  std::string decode(std::span<const int32_t> ids, bool keep_specials = false) const;
-  // The text one token contributes when streamed (the piece with U+2581 as a space). The
-  // first token of a decoded text starts with that space; decode() drops it.
-  std::string token_text(int32_t id) const;
+  // The dummy-prefix space of the first ordinary piece is dropped (specials before it do not
+  // count), as the library does for a whole text.
+  std::string decode(std::span<const int32_t> ids, bool keep_specials = false) const override;
+  // The text one token adds when streamed: the piece with U+2581 as a space, without that
+  // leading space when `first` (no ordinary piece before it); "" for <pad>/<bos>/<eos>.
+  std::string token_text(int32_t id, bool first) const override;
 
   // Pieces in id order as a seqtape Vocab (special tokens by their seqtape names), so code
   // that needs only ids, sizes and special ids works unchanged.
-  const Vocab& vocab() const { return vocab_; }
+  const Vocab& vocab() const override { return vocab_; }
   int32_t size() const { return vocab_.size(); }
-  const std::string& model_bytes() const { return model_bytes_; }
+  std::string_view kind() const override { return kSentencePieceCodec; }
+  const std::string& model_bytes() const override { return model_bytes_; }
   float score(int32_t id) const;
   // "normal", "unknown", "control" (pad/bos/eos/sep), "byte", "unused".
   const char* piece_kind(int32_t id) const;

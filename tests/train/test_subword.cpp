@@ -12,6 +12,7 @@
 
 #include "tests/test_util.h"
 #include "train/subword.h"
+#include "train/text_codec.h"
 
 namespace seqtape {
 namespace {
@@ -107,11 +108,53 @@ TEST(Subword, UnknownCharactersAndSpecialsByName) {
   EXPECT_ERROR_HAS(t.decode(std::vector<int32_t>{-1}), "token id -1");
 }
 
-TEST(Subword, StreamedTokenTextConcatenatesToTheText) {
+// What a streaming caller shows: token_text of each id, `first` until a text token is shown.
+std::string streamed(const TextCodec& c, const std::vector<int32_t>& ids) {
+  std::string out;
+  bool first = true;
+  for (int32_t id : ids) {
+    out += c.token_text(id, first);
+    first = first && is_control_token(c.vocab(), id);
+  }
+  return out;
+}
+
+TEST(TextCodec, StreamedTokenTextConcatenatesToDecode) {
   const SubwordTokenizer& t = unigram();
-  std::string streamed;
-  for (int32_t id : t.encode("kein Straßenlicht")) streamed += t.token_text(id);
-  EXPECT_EQ(streamed, " kein Straßenlicht");  // the dummy-prefix space leads
+  const CharCodec chars(Vocab::build(corpus()));
+  for (const TextCodec* c :
+       {static_cast<const TextCodec*>(&t), static_cast<const TextCodec*>(&chars)}) {
+    const auto a = c->encode("kein Straßenlicht"), b = c->encode("the house 🙂");
+    std::vector<std::vector<int32_t>> cases{a, b};
+    std::vector<int32_t> mixed{1};  // <bos> a <sep> b <eos>
+    mixed.insert(mixed.end(), a.begin(), a.end());
+    mixed.push_back(4);
+    mixed.insert(mixed.end(), b.begin(), b.end());
+    mixed.push_back(2);
+    cases.push_back(mixed);
+    std::vector<int32_t> sep_first{4};
+    sep_first.insert(sep_first.end(), b.begin(), b.end());
+    cases.push_back(sep_first);
+    for (const auto& ids : cases) EXPECT_EQ(streamed(*c, ids), c->decode(ids)) << c->kind();
+  }
+  EXPECT_EQ(streamed(t, t.encode("kein Straßenlicht")), "kein Straßenlicht");
+  EXPECT_EQ(t.token_text(t.encode("kein")[0], false).front(), ' ');  // the piece is "▁kein"
+}
+
+TEST(TextCodec, RebuiltFromCheckpointParts) {
+  const auto sp =
+      codec_from_parts("sentencepiece", unigram().vocab(), unigram().model_bytes(), "ckpt");
+  EXPECT_EQ(sp->kind(), "sentencepiece");
+  EXPECT_EQ(sp->encode("das Haus"), unigram().encode("das Haus"));
+  const Vocab v = Vocab::build(corpus());
+  const auto ch = codec_from_parts("chars", v, "", "ckpt");
+  EXPECT_EQ(ch->encode("das Haus"), Tokenizer(v).encode("das Haus"));
+  EXPECT_TRUE(ch->model_bytes().empty());
+  EXPECT_ERROR_HAS(codec_from_parts("sentencepiece", v, unigram().model_bytes(), "ckpt"),
+                   "ckpt: the SentencePiece model's 100 pieces do not match the stored vocabulary");
+  EXPECT_ERROR_HAS(codec_from_parts("chars", v, "x", "ckpt"), "a character tokenizer has no model");
+  EXPECT_ERROR_HAS(codec_from_parts("wordpiece", v, "", "ckpt"),
+                   "unknown tokenizer kind 'wordpiece'");
 }
 
 TEST(Subword, BpeAndCharModels) {
