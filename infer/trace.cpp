@@ -96,9 +96,7 @@ class Recorder {
     if (e.to_row >= 0) next_seq_[e.to_row] = seq;
     json stop = {{"stopped", e.stopped},
                  {"reason", e.stopped ? json(to_string(e.reason)) : json(nullptr)}};
-    json sel = {{"id", e.token},
-                {"token", token(e.token)},
-                {"prob", c.probs[static_cast<size_t>(e.token)]}};
+    json sel = {{"id", e.token}, {"token", token(e.token)}, {"prob", c.probs[size_t(e.token)]}};
     steps_.push_back(step_json(e.from_row, c, sel, stop, seq, e.to_row, e.score));
   }
 
@@ -148,8 +146,7 @@ class Recorder {
         std::min<int64_t>(topt_.top_candidates, static_cast<int64_t>(order.size())));
     std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
                       [&](int32_t a, int32_t b) {
-                        const double pa = c.probs[static_cast<size_t>(a)],
-                                     pb = c.probs[static_cast<size_t>(b)];
+                        const double pa = c.probs[size_t(a)], pb = c.probs[size_t(b)];
                         return pa > pb || (pa == pb && a < b);
                       });
     json cands = json::array();
@@ -157,8 +154,8 @@ class Recorder {
       const int32_t v = order[i];
       cands.push_back({{"id", v},
                        {"token", token(v)},
-                       {"prob", c.probs[static_cast<size_t>(v)]},
-                       {"logit", c.logits[static_cast<size_t>(v)]}});
+                       {"prob", c.probs[size_t(v)]},
+                       {"logit", c.logits[size_t(v)]}});
     }
     json fed_tokens = json::array();
     for (int32_t id : c.fed) fed_tokens.push_back(token(id));
