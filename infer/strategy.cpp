@@ -29,6 +29,14 @@ void check_inputs(const InferenceModel& m, const std::vector<std::vector<int32_t
   }
 }
 
+// Token ids an option names (end tokens, ...) must be in the vocabulary.
+void check_token_ids(const std::string& what, const std::vector<int32_t>& ids, int64_t V) {
+  for (int32_t id : ids)
+    if (id < 0 || id >= V)
+      fail("generate", what + " id " + std::to_string(id) + " outside the vocabulary [0, " +
+                           std::to_string(V) + ")");
+}
+
 }  // namespace
 
 SearchContext::SearchContext(const InferenceModel& m, const std::vector<std::vector<int32_t>>& in,
@@ -38,12 +46,8 @@ SearchContext::SearchContext(const InferenceModel& m, const std::vector<std::vec
   const Vocab& vocab = m.vocab();
   end_ids = o.end_ids.empty() ? std::vector<int32_t>{vocab.eos_id()} : o.end_ids;
   is_end.assign(size_t(V), 0);
-  for (int32_t e : end_ids) {
-    if (e < 0 || e >= V)
-      fail("generate", "end token id " + std::to_string(e) + " outside the vocabulary [0, " +
-                           std::to_string(V) + ")");
-    is_end[size_t(e)] = 1;
-  }
+  check_token_ids("end token", end_ids, V);
+  for (int32_t e : end_ids) is_end[size_t(e)] = 1;
   Tokenizer tok(vocab);
   for (int32_t v = 0; v < V; ++v) pieces.push_back(tok.decode(std::span<const int32_t>(&v, 1)));
   check_inputs(m, in);
