@@ -30,7 +30,8 @@ extern "C" void on_sigint(int) {
 
 struct GenerateArgs {
   std::string model, input, trace;
-  std::vector<std::string> end_tokens;  // --end: extra end tokens besides <eos>
+  std::vector<std::string> end_tokens;       // --end: extra end tokens besides <eos>
+  std::vector<std::string> suppress_tokens;  // --suppress: never generated
   CLI::Option *input_o = nullptr, *temperature_o = nullptr, *top_k_o = nullptr, *top_p_o = nullptr,
               *seed_o = nullptr, *n_best_o = nullptr;
   GenerateOptions o;
@@ -116,6 +117,8 @@ void add_flags(CLI::App* sub, GenerateArgs& a) {
   sub->add_option("--stop", o.stop_strings, "stop before this text (repeatable)");
   sub->add_option("--end", a.end_tokens,
                   "also end at this vocabulary token, like <eos> (repeatable; stop reason eos)");
+  sub->add_option("--suppress", a.suppress_tokens,
+                  "never generate this vocabulary token (repeatable)");
   sub->add_flag("--no-cache", a.no_cache, "recompute the whole prefix every step (slow)");
   sub->add_flag("--verify-cache", o.verify_cache,
                 "compare the cached logits with a recompute at every step; report max |delta|");
@@ -127,7 +130,8 @@ void add_flags(CLI::App* sub, GenerateArgs& a) {
                   "checks, attention weights, |cached - recomputed| logits");
 }
 
-// Vocabulary tokens named by a flag (--end), as ids; a usage error names a token the model lacks.
+// Vocabulary tokens named by a flag (--end, --suppress), as ids; a usage error names a token the
+// model lacks.
 std::vector<int32_t> token_ids(const InferenceModel& model, const std::string& model_path,
                                const std::string& flag, const std::vector<std::string>& tokens) {
   std::vector<int32_t> ids;
@@ -225,6 +229,7 @@ int run_generate(const GenerateArgs& a) {
     o.end_ids = {model.vocab().eos_id()};
     for (int32_t id : token_ids(model, a.model, "--end", a.end_tokens)) o.end_ids.push_back(id);
   }
+  o.suppress_ids = token_ids(model, a.model, "--suppress", a.suppress_tokens);
   const auto inputs = read_inputs(a);
   g_interrupted = false;
   std::signal(SIGINT, on_sigint);

@@ -71,7 +71,8 @@ struct GenerateOptions {
   int64_t max_new = 64;           // also capped by max_positions
   std::vector<int32_t> end_ids;   // empty: {<eos>}
   std::vector<std::string> stop_strings;
-  bool use_cache = true;      // false: recompute the whole prefix every step
+  std::vector<int32_t> suppress_ids;  // never generated (logit −∞)
+  bool use_cache = true;              // false: recompute the whole prefix every step
   bool verify_cache = false;  // also run the other mode and report the max |Δ| of the logits
   std::function<void(const StreamEvent&)> on_stream;
   std::function<bool()> cancel;  // asked before every step; true stops all unfinished inputs

@@ -42,6 +42,10 @@ void MinNewTokens::apply(std::span<float> logits, std::span<const int32_t> gener
   for (int32_t e : end_ids_) logits[size_t(e)] = kNegInf;
 }
 
+void SuppressTokens::apply(std::span<float> logits, std::span<const int32_t>) const {
+  for (int32_t t : ids_) logits[size_t(t)] = kNegInf;
+}
+
 double LogitsProcessorList::process(const float* raw, std::span<float> out,
                                     std::span<const int32_t> generated) const {
   std::copy(raw, raw + out.size(), out.begin());
@@ -64,6 +68,7 @@ LogitsProcessorList make_processors(const GenerateOptions& o, const std::vector<
     list.add(std::make_unique<RepetitionPenalty>(o.repetition_penalty));
   if (o.no_repeat_ngram > 0) list.add(std::make_unique<NoRepeatNgram>(o.no_repeat_ngram));
   if (o.min_new > 0) list.add(std::make_unique<MinNewTokens>(o.min_new, end_ids));
+  if (!o.suppress_ids.empty()) list.add(std::make_unique<SuppressTokens>(o.suppress_ids));
   return list;
 }
 

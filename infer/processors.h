@@ -63,6 +63,16 @@ class MinNewTokens : public LogitsProcessor {
   std::vector<int32_t> end_ids_;
 };
 
+// −∞ for every suppressed token.
+class SuppressTokens : public LogitsProcessor {
+ public:
+  explicit SuppressTokens(std::vector<int32_t> ids) : ids_(std::move(ids)) {}
+  void apply(std::span<float> logits, std::span<const int32_t> generated) const override;
+
+ private:
+  std::vector<int32_t> ids_;
+};
+
 // The processors in the order they run.
 class LogitsProcessorList {
  public:

@@ -47,6 +47,7 @@ SearchContext::SearchContext(const InferenceModel& m, const std::vector<std::vec
   end_ids = o.end_ids.empty() ? std::vector<int32_t>{vocab.eos_id()} : o.end_ids;
   is_end.assign(size_t(V), 0);
   check_token_ids("end token", end_ids, V);
+  check_token_ids("suppressed token", o.suppress_ids, V);
   for (int32_t e : end_ids) is_end[size_t(e)] = 1;
   Tokenizer tok(vocab);
   for (int32_t v = 0; v < V; ++v) pieces.push_back(tok.decode(std::span<const int32_t>(&v, 1)));

@@ -363,6 +363,43 @@ TEST(InferProcessors, MinNewTokensBlocksEndTokensUntilEnoughAreGenerated) {
   EXPECT_EQ(l2, (std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f}));
 }
 
+TEST(InferProcessors, SuppressTokensForbidsExactlyThoseTokens) {
+  std::vector<float> l = {1.f, 2.f, 3.f, 4.f};
+  SuppressTokens({1, 3}).apply(l, std::vector<int32_t>{});
+  EXPECT_EQ(l[0], 1.f);
+  EXPECT_EQ(l[2], 3.f);
+  EXPECT_TRUE(std::isinf(l[1]) && l[1] < 0);
+  EXPECT_TRUE(std::isinf(l[3]) && l[3] < 0);
+}
+
+TEST(InferProcessors, SuppressedTokensAreNeverGenerated) {
+  for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly}) {
+    Models mm = make(arch, 17);
+    const auto in = inputs_for(arch);
+    GenerateOptions o = fixed_length(12);
+    // The token greedy generates most often: suppressing it must change the output.
+    std::map<int32_t, int> count;
+    for (const GenerateResult& g : generate(*mm.m, in, o))
+      for (int32_t t : g.tokens) ++count[t];
+    ASSERT_FALSE(count.empty());
+    const int32_t top = std::max_element(count.begin(), count.end(), [](auto& a, auto& b) {
+                          return a.second < b.second;
+                        })->first;
+    o.suppress_ids = {top};
+    for (int64_t beam : {1, 3}) {
+      o.beam = beam;
+      for (const GenerateResult& g : generate(*mm.m, in, o))
+        for (const Hypothesis& h : g.n_best)
+          EXPECT_EQ(std::count(h.tokens.begin(), h.tokens.end(), top), 0) << "beam " << beam;
+    }
+    o.beam = 1;
+    o.sample = true;
+    o.seed = 4;
+    for (const GenerateResult& g : generate(*mm.m, in, o))
+      EXPECT_EQ(std::count(g.tokens.begin(), g.tokens.end(), top), 0) << "sampling";
+  }
+}
+
 TEST(InferProcessors, ListRunsInOrderAndLiftsForbiddingProcessorsWhenNothingIsLeft) {
   GenerateOptions o;
   EXPECT_EQ(make_processors(o, {2}).size(), 0u);  // every option at its "off" value
@@ -558,6 +595,7 @@ TEST(InferOptions, NonsensicalOptionsAreErrors) {
   bad([](GenerateOptions& o) { o.repetition_penalty = 0; });
   bad([](GenerateOptions& o) { o.sample = true, o.beam = 2; });
   bad([](GenerateOptions& o) { o.end_ids = {99}; });
+  bad([](GenerateOptions& o) { o.suppress_ids = {-1}; });
   bad([](GenerateOptions& o) { o.stop_strings = {""}; });
   GenerateOptions o;
   EXPECT_THROW(generate(*mm.m, {{}}, o), Error);
