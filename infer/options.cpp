@@ -1,4 +1,6 @@
 // GenerateOptions: the one check of the decoding options, used by generate() and the CLI.
+//
+// Dimension key: none (scalar options).
 #include "infer/options.h"
 
 #include <cmath>

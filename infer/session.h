@@ -1,7 +1,8 @@
 #pragma once
 // DecodeSession: the one `step` interface that greedy, beam and sampling drive. It owns the
 // encoder output, the cross-attention K/V, the self-attention KV cache and the scratch of a
-// decoding run, and computes the training model's forward with the same kernels.
+// decoding run; the Transformer blocks it runs over them are infer/layers (the training model's
+// forward on the same kernels).
 //
 // Dimension key: B sources, S longest source (rows right-padded), R decoding rows (sources ×
 // beams), N tokens fed in one call, C d_model, H heads, Dh = C / H, F d_ff, V vocabulary,
