@@ -186,7 +186,7 @@ const bool kRegistered = [] {
                                                cached, n, kDecode)
                       ->UseRealTime()
                       ->Unit(benchmark::kMillisecond);
-        // The uncached recompute is quadratic: a few seconds per medium run at 256+.
+        // The uncached recompute is quadratic in the length: one run is enough at 256+.
         if (!cached && cfg == "medium" && n >= 256) b->Iterations(1);
         if (!cached && cfg == "medium" && n == 64) b->Iterations(5);
       }
@@ -224,14 +224,8 @@ double ns_of(const bench::RatioReporter& rep, const std::string& name) {
   return 0;
 }
 
-}  // namespace
-}  // namespace seqtape
-
-int main(int argc, char** argv) {
-  using namespace seqtape;
-  bench::RatioReporter rep;
-  bench::run_benchmarks(&argc, argv, rep);
-
+// Time per generated token, cached vs uncached.
+void print_speedups(const bench::RatioReporter& rep) {
   std::printf(
       "\nGreedy decode, batch 1: time per generated token, cached vs uncached (same run). "
       "Uncached is the faster of both weight layouts where both ran (*).\n");
@@ -248,6 +242,10 @@ int main(int argc, char** argv) {
                   c / 1e3 / static_cast<double>(n), u / 1e3 / static_cast<double>(n),
                   ut > 0 ? "*" : " ", u / c);
     }
+}
+
+// KV bytes per token, the cached step at 16 and 256 positions, and its GFLOP/s against sgemv.
+void print_steps(const bench::RatioReporter& rep) {
   std::printf("\n%-8s %14s %14s %10s %12s %8s %10s %8s %8s\n", "config", "KV B/token", "2*L*d*4",
               "step@16 us", "step@256 us", "256/16", "step GF/s", "sgemv%", "best%");
   for (const std::string& cfg : kConfigs) {
@@ -263,6 +261,10 @@ int main(int argc, char** argv) {
                 rep.ns(s256) / 1e3, rep.ns(s256) / rep.ns(s16), gf, sg > 0 ? 100 * gf / sg : 0.0,
                 best > 0 ? 100 * gf / best : 0.0);
   }
+}
+
+// The cached step, sgemv and the recompute in both weight layouts.
+void print_layouts(const bench::RatioReporter& rep) {
   std::printf(
       "\nWeight layout, same run: Training [in, out] (a live model's view) vs Decode [out, in] "
       "(load())\n");
@@ -280,6 +282,18 @@ int main(int argc, char** argv) {
                 cfg.c_str(), st / 1e3, sd / 1e3, st / sd, gt / 1e3, gd / 1e3, gt / gd, ut / 1e3,
                 ud / 1e3, ut / ud);
   }
+}
+
+}  // namespace
+}  // namespace seqtape
+
+int main(int argc, char** argv) {
+  using namespace seqtape;
+  bench::RatioReporter rep;
+  bench::run_benchmarks(&argc, argv, rep);
+  print_speedups(rep);
+  print_steps(rep);
+  print_layouts(rep);
   std::printf(
       "\nTargets (issue 4): medium at 256 tokens cached >= 20x faster than uncached; cached step "
       "at position 256 <= 1.5x position 16; cached step >= 50%% of cblas_sgemv GFLOP/s (step "

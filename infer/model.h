@@ -29,10 +29,9 @@ namespace seqtape {
 //     copy at construction, as inference engines pack weights at load time. A one-row decode
 //     step then reads each output's weights as one contiguous row (a dot-product gemv, which
 //     OpenBLAS splits across threads by output row); several rows use gemm with B transposed.
-//     On the 2-core bench machine raw sgemv over the medium model's step matrices ran ~1.33x
-//     faster this way and its cached step 1.07-1.18x (bench_decode prints both layouts). Same
-//     math: logits agree with the Training layout within float32 rounding. The encoder's matrices
-//     and the embedding keep the training layout.
+//     bench_decode measures both layouts side by side. Same math: logits agree with the
+//     Training layout within float32 rounding. The encoder's matrices and the embedding keep
+//     the training layout.
 enum class WeightLayout { Training, Decode };
 
 // One multi-head attention block. w* [C, C] in the [in, out] layout ([out, in] in a decoder

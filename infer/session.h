@@ -1,7 +1,8 @@
 #pragma once
 // DecodeSession: the one `step` interface that greedy, beam and sampling drive. It owns the
 // encoder output, the cross-attention K/V, the self-attention KV cache and the scratch of a
-// decoding run, and computes the training model's forward with the same kernels.
+// decoding run; the Transformer blocks it runs over them are infer/layers (the training model's
+// forward on the same kernels).
 //
 // Dimension key: B sources, S longest source (rows right-padded), R decoding rows (sources ×
 // beams), N tokens fed in one call, C d_model, H heads, Dh = C / H, F d_ff, V vocabulary,
@@ -30,25 +31,12 @@
 #include <span>
 #include <vector>
 
+#include "infer/layers.h"
 #include "infer/model.h"
 
 namespace seqtape {
 
 enum class CacheMode { Cached, Uncached };
-
-// Tracing hook (infer/trace.h): the softmax weights of one head of one attention call, for the
-// queries one call fed to one row (encoder: every position of one source, in begin()).
-struct AttentionEvent {
-  enum class Kind { EncoderSelf, Self, Cross } kind = Kind::Self;
-  int64_t layer = 0;
-  int32_t row = -1;    // decoding row (Self, Cross); -1 for EncoderSelf
-  int32_t source = 0;  // the row's source (EncoderSelf: the source encoded)
-  int64_t head = 0;
-  int64_t first_query = 0;  // position of the first query
-  int64_t n_queries = 0, n_keys = 0;
-  const float* weights = nullptr;  // [n_queries, n_keys]; valid during the callback only
-};
-using AttentionObserver = std::function<void(const AttentionEvent&)>;
 
 class DecodeSession {
  public:
@@ -82,7 +70,7 @@ class DecodeSession {
   int64_t capacity() const { return cap_; }
   CacheMode mode() const { return mode_; }
   const InferenceModel& model() const { return m_; }
-  int32_t source_of(int32_t row) const { return row_source_[static_cast<size_t>(row)]; }
+  int32_t source_of(int32_t row) const { return row_source_[size_t(row)]; }
 
   // Called with every attention call's weights while set (tracing); unset costs one test per
   // attention call.
@@ -94,16 +82,28 @@ class DecodeSession {
   size_t cross_kv_bytes() const;      // cross-attention K/V, once per source
 
  private:
+  void check_begin(const std::vector<std::vector<int32_t>>& sources,
+                   const std::vector<int32_t>& row_source, int64_t capacity) const;
+  void check_sources(const std::vector<std::vector<int32_t>>& sources);  // sets B_, S_, src_len_
   void encode(const std::vector<std::vector<int32_t>>& sources);
   void project_cross();  // every decoder layer's cross K/V from memory_
+  // Feeds tokens[offsets[i] .. offsets[i+1]) to rows[i] (the decoder over all of them at once).
   const float* extend(std::span<const int32_t> rows, const int32_t* offsets, const int32_t* tokens,
                       bool all_positions);
+  void check_feed(std::span<const int32_t> rows, const int32_t* offsets,
+                  const int32_t* tokens) const;
+  void decoder_groups(std::span<const int32_t> rows, const int32_t* offsets, size_t layer,
+                      bool cross);  // into groups_
+  const float* logits(const int32_t* offsets, size_t n, bool all_positions);
   const float* recompute(std::span<const int32_t> rows);  // Uncached: whole histories
+  void gather_cache(std::span<const int32_t> parent);     // reorder, Cached
+  BlockScratch scratch(int64_t N, int64_t scores);        // grows the scratch to N rows
   void check_row(int32_t row, const char* op) const;
 
   const InferenceModel& m_;
   CacheMode mode_;
   int64_t C_, H_, Dh_, F_, V_, L_;
+  BlockShape encoder_shape_, decoder_shape_;  // the encoder keeps the training layout
   int64_t R_ = 0, cap_ = 0, B_ = 0, S_ = 0;
   std::vector<int32_t> row_source_, src_len_;
   std::vector<int64_t> len_;                   // processed positions per row
@@ -115,7 +115,9 @@ class DecodeSession {
   std::vector<int64_t> new_len_;
   // Scratch, grown on demand and then reused: no allocation per step.
   Tensor x_, in_, q_, k_, v_, ctx_, out_, hid_, sel_, logits_, scores_;
-  std::vector<int32_t> offsets_, flat_, rows_buf_;
+  std::vector<int32_t> offsets_, flat_;
+  std::vector<int64_t> pos_;            // [N] position of each fed token
+  std::vector<AttentionGroup> groups_;  // one per row of a call
   AttentionObserver on_attention_;
 };
 

@@ -31,8 +31,8 @@ struct CallRecord {
 class Recorder {
  public:
   Recorder(const InferenceModel& m, const std::vector<int32_t>& start, const TraceOptions& o,
-           bool beam)
-      : m_(m), topt_(o), beam_(beam) {
+           bool per_hypothesis)
+      : m_(m), topt_(o), per_hypothesis_(per_hypothesis) {
     seq_[0] = start;
   }
 
@@ -61,8 +61,7 @@ class Recorder {
   }
 
   void call(const CallEvent& e) {
-    if (e.round !=
-        round_) {  // a new round: the rows now hold what the last round's selections made
+    if (e.round != round_) {  // a new round: the rows hold what the last round's selections made
       flush_pruned();
       seq_ = next_seq_;
       next_seq_.clear();
@@ -97,29 +96,17 @@ class Recorder {
     if (e.to_row >= 0) next_seq_[e.to_row] = seq;
     json stop = {{"stopped", e.stopped},
                  {"reason", e.stopped ? json(to_string(e.reason)) : json(nullptr)}};
-    json sel = {{"id", e.token},
-                {"token", token(e.token)},
-                {"prob", c.probs[static_cast<size_t>(e.token)]}};
+    json sel = {{"id", e.token}, {"token", token(e.token)}, {"prob", c.probs[size_t(e.token)]}};
     steps_.push_back(step_json(e.from_row, c, sel, stop, seq, e.to_row, e.score));
   }
 
   json finish(const GenerateResult& r, const std::vector<int32_t>& input,
-              const GenerateOptions& opt, Strategy strategy) {
+              const GenerateOptions& opt, const SearchStrategy& strategy) {
     flush_pruned();
     const Vocab& vocab = m_.vocab();
     Tokenizer tok(vocab);
-    json search = {{"kind", strategy == Strategy::Beam     ? "beam"
-                            : strategy == Strategy::Sample ? "sample"
-                                                           : "greedy"},
-                   {"beam_size", strategy == Strategy::Beam ? opt.beam : 1},
-                   {"max_new", opt.max_new}};
-    if (strategy == Strategy::Sample) {
-      search["temperature"] = opt.temperature;
-      search["top_k"] = opt.top_k;
-      search["top_p"] = opt.top_p;
-      search["seed"] = opt.seed;
-    }
-    if (strategy == Strategy::Beam) search["length_penalty"] = opt.length_penalty;
+    json search = strategy.describe(opt);
+    search["max_new"] = opt.max_new;
     std::vector<int32_t> tokens = r.tokens;
     if (r.stop_reason == StopReason::Eos) tokens.push_back(vocab.eos_id());
     json t = {{"format", "seqtape-trace"},
@@ -159,8 +146,7 @@ class Recorder {
         std::min<int64_t>(topt_.top_candidates, static_cast<int64_t>(order.size())));
     std::partial_sort(order.begin(), order.begin() + static_cast<long>(k), order.end(),
                       [&](int32_t a, int32_t b) {
-                        const double pa = c.probs[static_cast<size_t>(a)],
-                                     pb = c.probs[static_cast<size_t>(b)];
+                        const double pa = c.probs[size_t(a)], pb = c.probs[size_t(b)];
                         return pa > pb || (pa == pb && a < b);
                       });
     json cands = json::array();
@@ -168,30 +154,30 @@ class Recorder {
       const int32_t v = order[i];
       cands.push_back({{"id", v},
                        {"token", token(v)},
-                       {"prob", c.probs[static_cast<size_t>(v)]},
-                       {"logit", c.logits[static_cast<size_t>(v)]}});
+                       {"prob", c.probs[size_t(v)]},
+                       {"logit", c.logits[size_t(v)]}});
     }
     json fed_tokens = json::array();
     for (int32_t id : c.fed) fed_tokens.push_back(token(id));
-    json s = {
-        {"index", c.round},
-        {"phase", c.prefill ? "prefill" : "decode"},
-        // beam: the slot that continues the hypothesis, null when it ended here
-        {"hypothesis", to_row >= 0 || !beam_ ? json(to_row >= 0 ? to_row : row) : json(nullptr)},
-        {"parent", row},
-        {"fed", c.fed},
-        {"fed_tokens", fed_tokens},
-        {"cache_before", c.cache_before},
-        {"cache_after", c.cache_after},
-        {"logits", c.logits},
-        {"candidates", cands},
-        {"selected", selected},
-        {"score", score},
-        {"stop", stop},
-        {"attention", c.attention},
-        {"max_abs_delta", c.delta >= 0 ? json(c.delta) : json(nullptr)},
-        {"sequence", seq},
-        {"processed", c.cache_after}};
+    json s = {{"index", c.round},
+              {"phase", c.prefill ? "prefill" : "decode"},
+              // beam: the slot that continues the hypothesis, null when it ended here
+              {"hypothesis",
+               to_row >= 0 || !per_hypothesis_ ? json(to_row >= 0 ? to_row : row) : json(nullptr)},
+              {"parent", row},
+              {"fed", c.fed},
+              {"fed_tokens", fed_tokens},
+              {"cache_before", c.cache_before},
+              {"cache_after", c.cache_after},
+              {"logits", c.logits},
+              {"candidates", cands},
+              {"selected", selected},
+              {"score", score},
+              {"stop", stop},
+              {"attention", c.attention},
+              {"max_abs_delta", c.delta >= 0 ? json(c.delta) : json(nullptr)},
+              {"sequence", seq},
+              {"processed", c.cache_after}};
     return s;
   }
 
@@ -209,7 +195,7 @@ class Recorder {
 
   const InferenceModel& m_;
   TraceOptions topt_;
-  bool beam_ = false;
+  bool per_hypothesis_ = false;  // beam search: rows hold hypotheses
   int64_t round_ = 0;
   std::map<int32_t, std::vector<int32_t>> seq_, next_seq_;  // row → prompt/<bos> + selections
   std::map<int32_t, CallRecord> calls_;                     // this round's calls, by row
@@ -221,12 +207,13 @@ class Recorder {
 }  // namespace
 
 TracedRun generate_traced(const InferenceModel& model, const std::vector<int32_t>& input,
-                          GenerateOptions opt, Strategy strategy, const TraceOptions& topt) {
+                          GenerateOptions opt, const SearchStrategy& strategy,
+                          const TraceOptions& topt) {
   if (opt.on_call || opt.on_select || opt.on_attention)
     fail("generate_traced", "the observer hooks are already in use");
   const std::vector<int32_t> start =
       model.seq2seq() ? std::vector<int32_t>{model.vocab().bos_id()} : input;
-  Recorder rec(model, start, topt, strategy == Strategy::Beam);
+  Recorder rec(model, start, topt, strategy.per_hypothesis());
   opt.verify_cache = topt.verify_cache && opt.use_cache;
   opt.on_attention = [&rec](const AttentionEvent& e) { rec.attention(e); };
   opt.on_call = [&rec](const CallEvent& e) { rec.call(e); };

@@ -36,10 +36,12 @@ struct TracedRun {
   nlohmann::json trace;
 };
 
-// Runs generate() on one input (encoder ids for Seq2Seq, the prompt for DecoderOnly) and
-// records it. opt.on_call / on_select / on_attention must be unset (the tracer uses them);
-// opt.verify_cache is taken from topt.
+// Runs generate() with `strategy` on one input (encoder ids for Seq2Seq, the prompt for
+// DecoderOnly) and records it; the strategy describes itself in the trace's "search". opt.on_call /
+// on_select / on_attention must be unset (the tracer uses them); opt.verify_cache is taken from
+// topt.
 TracedRun generate_traced(const InferenceModel& model, const std::vector<int32_t>& input,
-                          GenerateOptions opt, Strategy strategy, const TraceOptions& topt = {});
+                          GenerateOptions opt, const SearchStrategy& strategy,
+                          const TraceOptions& topt = {});
 
 }  // namespace seqtape

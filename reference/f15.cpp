@@ -349,7 +349,7 @@ CachedRun greedy_rounds_cached(const DecoderOnly& model, const Vocab& vocab,
   Tokenizer tok(vocab);
   topt.input_text = tok.decode(prompt);
   CachedRun run;
-  run.trace = generate_traced(im, prompt, opt, Strategy::Greedy, topt).trace;
+  run.trace = generate_traced(im, prompt, opt, GreedySearch(), topt).trace;
   for (const nlohmann::json& st : run.trace.at("steps")) {
     Round r;
     r.index = st.at("index").get<int64_t>();

@@ -617,6 +617,11 @@ const std::vector<Row>& rows() {
        {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--end", "<eot>"},
        kUsage,
        {"--end", "'<eot>'", "vocabulary"}},
+      {"generate_suppress_not_in_vocab",
+       "--suppress with a token the vocabulary lacks",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--suppress", "<eot>"},
+       kUsage,
+       {"--suppress", "'<eot>'", "vocabulary"}},
   };
   return r;
 }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "infer/model.h"
@@ -61,7 +62,7 @@ TEST(InferSearch, BeamOneTopKOneAndTemperatureZeroAreGreedy) {
     GenerateOptions g;
     g.max_new = 12;
     auto greedy = generate(*mm.m, in, g);
-    auto beam1 = generate(*mm.m, in, g, Strategy::Beam);
+    auto beam1 = generate(*mm.m, in, g, BeamSearch());
     GenerateOptions k1 = g;
     k1.sample = true;
     k1.top_k = 1;
@@ -259,13 +260,13 @@ TEST(InferSampling, FrequenciesMatchTheTruncatedSoftmax) {
     SCOPED_TRACE("T " + std::to_string(c.T) + " k " + std::to_string(c.k) + " p " +
                  std::to_string(c.p));
     const auto want = expected_distribution(logits, c.T, c.k, c.p);
-    Sampler s(8);
-    const auto& got = s.distribution(logits, c.T, c.k, c.p);
+    Sampler s(8, make_warpers(c.T, c.k, c.p));
+    const auto& got = s.distribution(logits);
     for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(got[i], want[i], 1e-12);
     Rng rng(2024);
     const int n = 20000;
     std::vector<int> count(8, 0);
-    for (int i = 0; i < n; ++i) ++count[static_cast<size_t>(s.sample(logits, c.T, c.k, c.p, rng))];
+    for (int i = 0; i < n; ++i) ++count[static_cast<size_t>(s.sample(logits, rng))];
     double chi2 = 0;
     int df = -1;
     for (size_t i = 0; i < 8; ++i) {
@@ -280,9 +281,9 @@ TEST(InferSampling, FrequenciesMatchTheTruncatedSoftmax) {
     // 99.9th percentile of chi-square with df <= 7 is <= 24.32: a conservative bound.
     EXPECT_LT(chi2, 24.32) << "df " << df;
   }
-  Sampler s(3);
+  Sampler s(3, make_warpers(1.0, 0, 1e-9));
   const std::vector<float> flat = {0.f, 0.f, 0.f};
-  EXPECT_EQ(s.distribution(flat, 1.0, 0, 1e-9)[0], 1.0);  // top-p keeps at least one token
+  EXPECT_EQ(s.distribution(flat)[0], 1.0);  // top-p keeps at least one token
 }
 
 TEST(InferSampling, SeededAndReproducible) {
@@ -308,7 +309,7 @@ TEST(InferSampling, SeededAndReproducible) {
 TEST(InferProcessors, RepetitionPenaltyDividesPositiveMultipliesNegativeOnce) {
   std::vector<float> l = {2.f, -1.f, 3.f, 0.5f};
   const std::vector<int32_t> gen = {0, 1, 0, 0, 1};
-  apply_repetition_penalty(l, gen, 2.0);
+  RepetitionPenalty(2.0).apply(l, gen);
   EXPECT_FLOAT_EQ(l[0], 1.f);   // 2 / 2, once although generated three times
   EXPECT_FLOAT_EQ(l[1], -2.f);  // -1 · 2
   EXPECT_FLOAT_EQ(l[2], 3.f);
@@ -331,11 +332,11 @@ TEST(InferProcessors, RepetitionPenaltyDividesPositiveMultipliesNegativeOnce) {
 TEST(InferProcessors, NoRepeatNgramBlocksCompletionsAndHolds) {
   std::vector<float> l(6, 0.f);
   const std::vector<int32_t> gen = {1, 2, 3, 1, 2};  // "1 2" then "1 2": 3 would repeat "2 3"?
-  block_repeated_ngrams(l, gen, 3);                  // trigram "1 2 3" seen: block 3
+  NoRepeatNgram(3).apply(l, gen);                    // trigram "1 2 3" seen: block 3
   EXPECT_TRUE(std::isinf(l[3]));
   EXPECT_EQ(l[2], 0.f);
   std::vector<float> l2(6, 0.f);
-  block_repeated_ngrams(l2, gen, 1);  // unigrams: every generated token
+  NoRepeatNgram(1).apply(l2, gen);  // unigrams: every generated token
   for (int t : {1, 2, 3}) EXPECT_TRUE(std::isinf(l2[static_cast<size_t>(t)]));
 
   Models mm = make(Arch::DecoderOnly, 17);
@@ -345,6 +346,168 @@ TEST(InferProcessors, NoRepeatNgramBlocksCompletionsAndHolds) {
     std::set<std::pair<int32_t, int32_t>> bigrams;
     for (size_t i = 0; i + 1 < g.tokens.size(); ++i)
       EXPECT_TRUE(bigrams.insert({g.tokens[i], g.tokens[i + 1]}).second) << "bigram repeated";
+  }
+}
+
+TEST(InferProcessors, MinNewTokensBlocksEndTokensUntilEnoughAreGenerated) {
+  const MinNewTokens p(2, {2, 4});
+  std::vector<float> l = {1.f, 2.f, 3.f, 4.f, 5.f};
+  const std::vector<int32_t> one = {1};
+  p.apply(l, one);  // one token generated: both end tokens blocked
+  EXPECT_TRUE(std::isinf(l[2]) && l[2] < 0);
+  EXPECT_TRUE(std::isinf(l[4]) && l[4] < 0);
+  EXPECT_EQ(l[3], 4.f);
+  std::vector<float> l2 = {1.f, 2.f, 3.f, 4.f, 5.f};
+  const std::vector<int32_t> two = {1, 3};
+  p.apply(l2, two);  // two generated: nothing changes
+  EXPECT_EQ(l2, (std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f}));
+}
+
+TEST(InferProcessors, SuppressTokensForbidsExactlyThoseTokens) {
+  std::vector<float> l = {1.f, 2.f, 3.f, 4.f};
+  SuppressTokens({1, 3}).apply(l, std::vector<int32_t>{});
+  EXPECT_EQ(l[0], 1.f);
+  EXPECT_EQ(l[2], 3.f);
+  EXPECT_TRUE(std::isinf(l[1]) && l[1] < 0);
+  EXPECT_TRUE(std::isinf(l[3]) && l[3] < 0);
+}
+
+TEST(InferProcessors, SuppressedTokensAreNeverGenerated) {
+  for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly}) {
+    Models mm = make(arch, 17);
+    const auto in = inputs_for(arch);
+    GenerateOptions o = fixed_length(12);
+    // The token greedy generates most often: suppressing it must change the output.
+    std::map<int32_t, int> count;
+    for (const GenerateResult& g : generate(*mm.m, in, o))
+      for (int32_t t : g.tokens) ++count[t];
+    ASSERT_FALSE(count.empty());
+    const int32_t top = std::max_element(count.begin(), count.end(), [](auto& a, auto& b) {
+                          return a.second < b.second;
+                        })->first;
+    o.suppress_ids = {top};
+    for (int64_t beam : {1, 3}) {
+      o.beam = beam;
+      for (const GenerateResult& g : generate(*mm.m, in, o))
+        for (const Hypothesis& h : g.n_best)
+          EXPECT_EQ(std::count(h.tokens.begin(), h.tokens.end(), top), 0) << "beam " << beam;
+    }
+    o.beam = 1;
+    o.sample = true;
+    o.seed = 4;
+    for (const GenerateResult& g : generate(*mm.m, in, o))
+      EXPECT_EQ(std::count(g.tokens.begin(), g.tokens.end(), top), 0) << "sampling";
+  }
+}
+
+TEST(InferProcessors, ListRunsInOrderAndLiftsForbiddingProcessorsWhenNothingIsLeft) {
+  GenerateOptions o;
+  EXPECT_EQ(make_processors(o, {2}).size(), 0u);  // every option at its "off" value
+  o.repetition_penalty = 2;
+  o.no_repeat_ngram = 1;
+  o.min_new = 3;
+  const LogitsProcessorList list = make_processors(o, {2});
+  EXPECT_EQ(list.size(), 3u);
+  const std::vector<float> raw = {4.f, -1.f, 2.f};
+  std::vector<float> out(3);
+  const std::vector<int32_t> gen = {0};
+  // token 0 repeats (unigram ban), token 2 is the end token (min-new): token 1 is left.
+  double lse = list.process(raw.data(), out, gen);
+  EXPECT_TRUE(std::isinf(out[0]) && std::isinf(out[2]));
+  EXPECT_EQ(out[1], -1.f);
+  EXPECT_DOUBLE_EQ(lse, -1.0);
+  // Every token forbidden: only the repetition penalty (which forbids nothing) stays.
+  const std::vector<int32_t> all = {0, 1};
+  lse = list.process(raw.data(), out, all);
+  EXPECT_EQ(out, (std::vector<float>{2.f, -2.f, 2.f}));
+  EXPECT_NEAR(lse, std::log(2 * std::exp(2.0) + std::exp(-2.0)), 1e-12);
+}
+
+// ---- sampling warpers, each alone ----------------------------------------------------------
+
+SamplingSupport support_of(const std::vector<float>& l) {
+  SamplingSupport s;
+  s.logits = l;
+  s.order.resize(l.size());
+  std::iota(s.order.begin(), s.order.end(), 0);
+  s.size = static_cast<int64_t>(l.size());
+  s.weight.assign(l.size(), 0.0);
+  return s;
+}
+
+TEST(InferWarpers, TopKKeepsTheKBestLowerIdFirstOnTies) {
+  const std::vector<float> l = {1.f, 3.f, 2.f, 3.f, 0.f};
+  SamplingSupport s = support_of(l);
+  TopK(3).apply(s);
+  ASSERT_EQ(s.size, 3);
+  EXPECT_EQ(std::vector<int32_t>(s.order.begin(), s.order.begin() + 3),
+            (std::vector<int32_t>{1, 3, 2}));
+  TopK(10).apply(s);  // more than there are: unchanged
+  EXPECT_EQ(s.size, 3);
+}
+
+TEST(InferWarpers, TemperatureWeighsBySoftmaxOfLogitsOverT) {
+  const std::vector<float> l = {1.f, 3.f, 2.f};
+  SamplingSupport s = support_of(l);
+  Temperature(2.0).apply(s);
+  ASSERT_EQ(s.size, 3);
+  EXPECT_EQ(s.order[0], 1);  // sorted best first
+  const double z = std::exp(0.5) + std::exp(1.5) + std::exp(1.0);
+  for (size_t v = 0; v < 3; ++v)
+    EXPECT_NEAR(s.weight[v] / s.total, std::exp(l[v] / 2.0) / z, 1e-12);
+  SamplingSupport g = support_of(l);
+  Temperature(0).apply(g);  // greedy
+  ASSERT_EQ(g.size, 1);
+  EXPECT_EQ(g.order[0], 1);
+  EXPECT_EQ(g.weight[1], 1.0);
+}
+
+TEST(InferWarpers, TopPKeepsTheSmallestPrefixReachingP) {
+  const std::vector<float> l = {0.f, std::log(3.f), std::log(6.f)};  // p = 0.1, 0.3, 0.6
+  for (auto [p, keep] :
+       {std::pair{0.5, 1}, std::pair{0.85, 2}, std::pair{0.95, 3}, std::pair{1e-9, 1}}) {
+    SamplingSupport s = support_of(l);
+    Temperature(1.0).apply(s);
+    TopP(p).apply(s);
+    EXPECT_EQ(s.size, keep) << p;
+    double total = 0;
+    for (int64_t i = 0; i < s.size; ++i) total += s.weight[size_t(s.order[size_t(i)])];
+    EXPECT_DOUBLE_EQ(s.total, total);
+    for (int64_t i = s.size; i < 3; ++i) EXPECT_EQ(s.weight[size_t(s.order[size_t(i)])], 0.0);
+  }
+}
+
+// ---- strategies and options ----------------------------------------------------------------
+
+TEST(InferStrategies, OptionsSelectTheStrategyAndItDescribesItself) {
+  GenerateOptions o;
+  EXPECT_EQ(make_strategy(o)->describe(o)["kind"], "greedy");
+  o.beam = 3;
+  auto beam = make_strategy(o);
+  EXPECT_EQ(beam->describe(o)["kind"], "beam");
+  EXPECT_EQ(beam->describe(o)["beam_size"], 3);
+  EXPECT_TRUE(beam->per_hypothesis());
+  o.beam = 1;
+  o.sample = true;
+  o.top_k = 4;
+  auto sampling = make_strategy(o);
+  EXPECT_EQ(sampling->describe(o)["kind"], "sample");
+  EXPECT_EQ(sampling->describe(o)["top_k"], 4);
+  EXPECT_FALSE(sampling->per_hypothesis());
+}
+
+TEST(InferOptions, ProblemNamesTheOptionInTheCallersSpelling) {
+  GenerateOptions o;
+  EXPECT_FALSE(o.problem([](std::string_view n) { return std::string(n); }));
+  o.beam = 2;
+  o.n_best = 3;
+  auto flag = [](std::string_view n) { return "--" + std::string(n); };
+  EXPECT_EQ(*o.problem(flag), "--n_best must be in [1, --beam 2], got 3");
+  try {
+    o.validate();
+    ADD_FAILURE() << "validate accepted n_best > beam";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "generate: option n_best must be in [1, beam 2], got 3");
   }
 }
 
@@ -432,6 +595,7 @@ TEST(InferOptions, NonsensicalOptionsAreErrors) {
   bad([](GenerateOptions& o) { o.repetition_penalty = 0; });
   bad([](GenerateOptions& o) { o.sample = true, o.beam = 2; });
   bad([](GenerateOptions& o) { o.end_ids = {99}; });
+  bad([](GenerateOptions& o) { o.suppress_ids = {-1}; });
   bad([](GenerateOptions& o) { o.stop_strings = {""}; });
   GenerateOptions o;
   EXPECT_THROW(generate(*mm.m, {{}}, o), Error);

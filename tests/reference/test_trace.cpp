@@ -35,7 +35,7 @@ TEST(Trace, F15GreedyRecordsEveryRoundLikeTheDocument) {
   auto m = live(*f.model, vocab);
   GenerateOptions opt;
   opt.max_new = 8;
-  TracedRun tr = generate_traced(*m, {1, 2}, opt, Strategy::Greedy);
+  TracedRun tr = generate_traced(*m, {1, 2}, opt, GreedySearch());
   const json& t = tr.trace;
   EXPECT_EQ(t["format"], "seqtape-trace");
   EXPECT_EQ(t["version"], 1);
@@ -105,7 +105,7 @@ TEST(Trace, Seq2SeqGreedyHasEncoderSelfAndCrossAttentionPerLayerAndHead) {
   GenerateOptions opt;
   opt.max_new = 5;
   const std::vector<int32_t> src = {5, 6, 6, 7, 2};
-  TracedRun tr = generate_traced(*m, src, opt, Strategy::Greedy);
+  TracedRun tr = generate_traced(*m, src, opt, GreedySearch());
   const json& t = tr.trace;
   EXPECT_EQ(t["decoder_prompt"], json({1}));
   ASSERT_GE(t["steps"].size(), 1u);
@@ -144,7 +144,7 @@ TEST(Trace, BeamIsRecordedPerHypothesisWithParents) {
     opt.beam = 3;
     opt.max_new = 4;
     const std::vector<int32_t> in = {5, 6, 7, arch == Arch::Seq2Seq ? 2 : 4};
-    TracedRun tr = generate_traced(*m, in, opt, Strategy::Beam);
+    TracedRun tr = generate_traced(*m, in, opt, BeamSearch());
     const json& t = tr.trace;
     EXPECT_EQ(t["search"]["kind"], "beam");
     EXPECT_EQ(t["search"]["beam_size"], 3);
@@ -163,7 +163,7 @@ TEST(Trace, BeamIsRecordedPerHypothesisWithParents) {
     }
     // Round 0 has one hypothesis (3 candidates kept); round 1 records each of the 3.
     EXPECT_GE(round1, 3) << to_string(arch);
-    GenerateResult plain = generate(*m, {in}, opt, Strategy::Beam).at(0);
+    GenerateResult plain = generate(*m, {in}, opt, BeamSearch()).at(0);
     EXPECT_EQ(plain.tokens, tr.result.tokens) << to_string(arch);
     EXPECT_EQ(t["result"]["cache_lengths"].get<std::vector<int64_t>>(), plain.cache_lengths);
   }
@@ -187,7 +187,7 @@ TEST(Trace, EmbeddedF15TraceOfThePageIsCurrent) {
   GenerateOptions opt;
   TraceOptions topt;
   topt.input_text = "我爱";
-  json fresh = generate_traced(m, encode_input(m, tok, "我爱"), opt, Strategy::Greedy, topt).trace;
+  json fresh = generate_traced(m, encode_input(m, tok, "我爱"), opt, GreedySearch(), topt).trace;
   ASSERT_EQ(embedded["steps"].size(), fresh["steps"].size());
   for (size_t i = 0; i < fresh["steps"].size(); ++i) {
     const json &a = embedded["steps"][i], &b = fresh["steps"][i];

@@ -1,0 +1,177 @@
+// The attention and feed-forward blocks of the decoding Transformer over raw buffers.
+//
+// Dimension key: N positions in one call, C d_model, H heads, Dh = C / H, F d_ff, Nq queries of
+// one group, Nk keys of one group.
+#include "infer/layers.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "autograd/kernels.h"
+
+namespace seqtape {
+
+namespace {
+
+kernels::Act act_of(Activation a) {
+  switch (a) {
+    case Activation::Relu:
+      return kernels::Act::Relu;
+    case Activation::Gelu:
+      return kernels::Act::Gelu;
+    case Activation::Tanh:
+      return kernels::Act::Tanh;
+  }
+  return kernels::Act::Relu;
+}
+
+// The sublayer's input: LN(x) into `in` for pre-norm, else x itself.
+const float* sublayer_input(const BlockShape& d, const NormParams& norm, const float* x, int64_t N,
+                            float* in) {
+  if (d.norm != NormPlacement::Pre) return x;
+  layer_norm(x, norm, in, N, d.C, d.eps);
+  return in;
+}
+
+// The residual around a sublayer whose output is `o` (x and o [N, C]):
+//   post: x = LN(x + o)   pre, none: x = x + o
+void residual(const BlockShape& d, const NormParams& norm, float* x, float* o, int64_t N) {
+  const int64_t total = N * d.C;
+  if (d.norm == NormPlacement::Post) {
+    for (int64_t i = 0; i < total; ++i) o[i] = x[i] + o[i];
+    layer_norm(o, norm, x, N, d.C, d.eps);
+  } else {
+    for (int64_t i = 0; i < total; ++i) x[i] = x[i] + o[i];
+  }
+}
+
+// Writes the group's projected K/V (rows [first, first + count) of k, v [N, C]) as its last
+// `count` keys.
+void append_keys(const BlockShape& d, const AttentionGroup& g, const float* k, const float* v) {
+  const size_t head_bytes = size_t(d.Dh) * sizeof(float);
+  const int64_t start = g.n_keys - g.count;
+  for (int64_t j = 0; j < g.count; ++j)
+    for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t dst = h * g.head_stride + (start + j) * g.row_stride;
+      const int64_t src = (g.first + j) * d.C + h * d.Dh;
+      std::memcpy(g.k + dst, k + src, head_bytes);
+      std::memcpy(g.v + dst, v + src, head_bytes);
+    }
+}
+
+// Scaled dot-product attention of one group, every head: ctx rows [first, first + count) of
+// [N, C] from q rows of [N, C]. s: Nq·Nk scratch.
+void attend(const BlockShape& d, const AttentionGroup& g, const float* q, float* ctx, float* s,
+            const AttentionObserver& observer) {
+  const int64_t n = g.count, nk = g.n_keys, Dh = d.Dh, C = d.C;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  q += g.first * C;
+  ctx += g.first * C;
+  for (int64_t h = 0; h < d.H; ++h) {
+    const float* qh = q + h * Dh;
+    const float* kh = g.k + h * g.head_stride;
+    const float* vh = g.v + h * g.head_stride;
+    // scores [Nq, Nk] = q_h·k_hᵀ, then ·scale as the training op does. Also for one query: a
+    // gemm with M = 1 sums each dot product in the order the recompute's gemm does, so cached
+    // and uncached scores agree to the bit (an sgemv differs by an ulp, which large logits
+    // amplify past 1e-5).
+    kernels::gemm<float>(false, true, n, nk, Dh, 1.f, qh, C, kh, g.row_stride, 0.f, s, nk);
+    for (int64_t i = 0; i < n * nk; ++i) s[i] *= scale;
+    if (g.append)  // causal: query t is the (nk − n + t)-th position
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t j = nk - n + t + 1; j < nk; ++j) s[t * nk + j] = neg_inf;
+    kernels::softmax_rows<float>(s, s, n, nk);
+    if (observer) {
+      AttentionEvent e = g.event;
+      e.head = h;
+      e.n_queries = n;
+      e.n_keys = nk;
+      e.weights = s;
+      observer(e);
+    }
+    // ctx_h [Nq, Dh] = weights [Nq, Nk]·v_h [Nk, Dh]
+    if (n == 1 && g.row_stride == Dh)
+      kernels::vec_mat<float>(nk, Dh, 1.f, s, vh, 0.f, ctx + h * Dh);
+    else
+      kernels::gemm<float>(false, false, n, Dh, nk, 1.f, s, nk, vh, g.row_stride, 0.f, ctx + h * Dh,
+                           C);
+  }
+}
+
+}  // namespace
+
+BlockShape BlockShape::of(const ModelConfig& cfg, bool out_in) {
+  BlockShape d;
+  d.C = cfg.d_model;
+  d.H = cfg.n_heads;
+  d.Dh = cfg.d_model / cfg.n_heads;
+  d.F = cfg.d_ff;
+  d.eps = cfg.layer_norm_eps;
+  d.norm = cfg.norm;
+  d.activation = cfg.activation;
+  d.out_in = out_in;
+  return d;
+}
+
+void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
+            float* y, bool out_in) {
+  if (N == 1 && out_in)
+    kernels::mat_vec<float>(out, in, 1.f, w.data<float>(), in, x, 0.f, y);
+  else if (N == 1)
+    kernels::vec_mat<float>(in, out, 1.f, x, w.data<float>(), 0.f, y);
+  else
+    kernels::gemm<float>(false, out_in, N, out, in, 1.f, x, in, w.data<float>(), out_in ? in : out,
+                         0.f, y, out);
+  if (b.defined()) kernels::add_row_bias<float>(y, b.data<float>(), N, out);
+}
+
+void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps) {
+  kernels::layer_norm_rows<float>(x, p.gamma.data<float>(), p.beta.data<float>(), y, nullptr,
+                                  nullptr, N, C, eps);
+}
+
+void attention_block(const BlockShape& d, const AttnParams& w, const NormParams& norm, float* x,
+                     int64_t N, bool project_kv, std::span<const AttentionGroup> groups,
+                     const BlockScratch& s, const AttentionObserver& observer) {
+  const int64_t C = d.C;
+  const float* a_in = sublayer_input(d, norm, x, N, s.in);
+  linear(a_in, N, C, C, w.wq, w.bq, s.q, d.out_in);
+  if (project_kv) {
+    linear(a_in, N, C, C, w.wk, w.bk, s.k, d.out_in);
+    linear(a_in, N, C, C, w.wv, w.bv, s.v, d.out_in);
+  }
+  for (const AttentionGroup& g : groups) {
+    if (g.append) append_keys(d, g, s.k, s.v);
+    attend(d, g, s.q, s.ctx, s.scores, observer);
+  }
+  linear(s.ctx, N, C, C, w.wo, w.bo, s.out, d.out_in);
+  residual(d, norm, x, s.out, N);
+}
+
+void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParams& norm, float* x,
+                        int64_t N, const BlockScratch& s) {
+  const float* a_in = sublayer_input(d, norm, x, N, s.in);
+  linear(a_in, N, d.C, d.F, w.w1, w.b1, s.hid, d.out_in);
+  kernels::activate<float>(s.hid, s.hid, N * d.F, act_of(d.activation));
+  linear(s.hid, N, d.F, d.C, w.w2, w.b2, s.out, d.out_in);
+  residual(d, norm, x, s.out, N);
+}
+
+void embed_tokens(const InferenceModel& m, const int32_t* tokens, const int64_t* positions,
+                  int64_t N, float* x) {
+  const int64_t C = m.config().d_model;
+  const float* E = m.embed().data<float>();                                           // [V, C]
+  const float* pe = m.positions().defined() ? m.positions().data<float>() : nullptr;  // [P, C]
+  for (int64_t j = 0; j < N; ++j) {
+    float* xr = x + j * C;
+    const float* er = E + int64_t(tokens[j]) * C;
+    if (pe)
+      for (int64_t c = 0; c < C; ++c) xr[c] = er[c] + pe[positions[j] * C + c];
+    else
+      std::memcpy(xr, er, size_t(C) * sizeof(float));
+  }
+}
+
+}  // namespace seqtape

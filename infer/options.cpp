@@ -1,0 +1,57 @@
+// GenerateOptions: the one check of the decoding options, used by generate() and the CLI.
+//
+// Dimension key: none (scalar options).
+#include "infer/options.h"
+
+#include <cmath>
+
+#include "autograd/tensor.h"  // fail
+
+namespace seqtape {
+
+const char* to_string(StopReason r) {
+  switch (r) {
+    case StopReason::Eos:
+      return "eos";
+    case StopReason::Length:
+      return "length";
+    case StopReason::StopString:
+      return "stop_string";
+    case StopReason::Cancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
+std::optional<std::string> GenerateOptions::problem(const Namer& name) const {
+  using std::to_string;
+  if (beam < 1) return name("beam") + " must be at least 1, got " + to_string(beam);
+  if (n_best < 1 || n_best > beam)
+    return name("n_best") + " must be in [1, " + name("beam") + " " + to_string(beam) + "], got " +
+           to_string(n_best);
+  if (!std::isfinite(length_penalty)) return name("length_penalty") + " must be finite";
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    return name("temperature") + " must be >= 0 (0 = greedy), got " + to_string(temperature);
+  if (top_k < 0) return name("top_k") + " must be >= 0 (0 = off)";
+  if (!(top_p > 0 && top_p <= 1))
+    return name("top_p") + " must be in (0, 1], got " + to_string(top_p);
+  if (!(repetition_penalty > 0) || !std::isfinite(repetition_penalty))
+    return name("repetition_penalty") + " must be > 0 (1 = off), got " +
+           to_string(repetition_penalty);
+  if (no_repeat_ngram < 0) return name("no_repeat_ngram") + " must be >= 0 (0 = off)";
+  if (max_new < 1) return name("max_new") + " must be at least 1";
+  if (min_new < 0 || min_new > max_new)
+    return name("min_new") + " must be in [0, " + name("max_new") + " " + to_string(max_new) + "]";
+  if (sample && beam > 1)
+    return name("sample") + " and " + name("beam") + " > 1 cannot be combined";
+  for (const std::string& s : stop_strings)
+    if (s.empty()) return name("stop_strings") + " needs a non-empty string";
+  return std::nullopt;
+}
+
+void GenerateOptions::validate() const {
+  if (auto p = problem([](std::string_view option) { return std::string(option); }))
+    fail("generate", "option " + *p);
+}
+
+}  // namespace seqtape

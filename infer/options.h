@@ -1,0 +1,113 @@
+#pragma once
+// What generate() takes and gives: the options (checked once, in problem()), the tracing and
+// streaming events, and the results. See infer/search.h for the definitions of score, length
+// and stop reasons.
+//
+// Dimension key: V vocabulary.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "infer/layers.h"  // AttentionObserver
+
+namespace seqtape {
+
+enum class StopReason { Eos, Length, StopString, Cancelled };
+const char* to_string(StopReason r);  // "eos", "length", "stop_string", "cancelled"
+
+// One streaming callback per chosen token (greedy, sampling); for beam search one event with
+// the best hypothesis' text when the input is done. text holds only complete UTF-8 characters
+// that are final; the concatenation of an input's texts equals its result text.
+struct StreamEvent {
+  int64_t input = 0;
+  int32_t token = -1;  // the chosen token; -1 on a final event that chose none
+  std::string_view text;
+  bool done = false;  // last event of this input
+};
+
+// Tracing hooks (infer/trace.h). A CallEvent for every row a model call fed, in row order,
+// once its logits are processed; a SelectEvent for every token kept from that call (greedy and
+// sampling: one per call; beam search: zero or more, one per surviving or ended candidate).
+struct CallEvent {
+  int64_t input = 0;
+  int64_t round = 0;  // 0 = the prefill
+  int32_t row = 0;
+  bool prefill = false;
+  std::span<const int32_t> fed;
+  int64_t cache_before = 0, cache_after = 0;  // the row's processed positions
+  std::span<const float> logits;              // raw [V]
+  std::span<const float> processed;           // after the logit processors [V]
+  double log_normalizer = 0;  // log Σ exp(processed): log p(v) = processed[v] − log_normalizer
+  double max_abs_delta = -1;  // verify_cache: this row's |cached − uncached| this call; else -1
+};
+struct SelectEvent {
+  int64_t input = 0;
+  int64_t round = 0;
+  int32_t from_row = 0;  // the row whose call produced the token
+  int32_t to_row = -1;   // the row that continues the hypothesis; -1 when it ended
+  int32_t token = 0;
+  double score = 0;  // the hypothesis' summed log-probability, this token included
+  bool stopped = false;
+  StopReason reason = StopReason::Length;  // when stopped
+};
+
+struct GenerateOptions {
+  int64_t beam = 1;               // K; > 1 selects beam search
+  int64_t n_best = 1;             // hypotheses returned per input (<= beam)
+  double length_penalty = 1.0;    // α of score / length^α (beam ranking)
+  bool sample = false;            // draw tokens instead of taking the best
+  double temperature = 1.0;       // sampling: logits / T; 0 = greedy
+  int64_t top_k = 0;              // sampling: keep the k most likely (0 = all)
+  double top_p = 1.0;             // sampling: smallest set with probability >= p, in (0, 1]
+  uint64_t seed = 0;              // sampling: every input draws from Rng(seed)
+  double repetition_penalty = 1;  // > 0; 1 = off
+  int64_t no_repeat_ngram = 0;    // 0 = off
+  int64_t min_new = 0;            // end tokens are blocked before this many new tokens
+  int64_t max_new = 64;           // also capped by max_positions
+  std::vector<int32_t> end_ids;   // empty: {<eos>}
+  std::vector<std::string> stop_strings;
+  std::vector<int32_t> suppress_ids;  // never generated (logit −∞)
+  bool use_cache = true;              // false: recompute the whole prefix every step
+  bool verify_cache = false;  // also run the other mode and report the max |Δ| of the logits
+  std::function<void(const StreamEvent&)> on_stream;
+  std::function<bool()> cancel;  // asked before every step; true stops all unfinished inputs
+  std::function<void(const CallEvent&)> on_call;      // tracing
+  std::function<void(const SelectEvent&)> on_select;  // tracing
+  AttentionObserver on_attention;                     // tracing: the decoding session's weights
+
+  // The first option that makes no sense, as a message that spells each option's name with
+  // `name` (the CLI passes its flag names); nullopt when all are fine. The one place options
+  // are checked.
+  using Namer = std::function<std::string(std::string_view option)>;
+  std::optional<std::string> problem(const Namer& name) const;
+  // Error "generate: option <problem>" with the field names (beam, n_best, ...).
+  void validate() const;
+};
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;
+  std::string text;
+  double score = 0;             // Σ log-prob
+  double normalized_score = 0;  // score / length^α
+  StopReason stop_reason = StopReason::Length;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;
+  std::string text;
+  double score = 0;
+  double normalized_score = 0;
+  StopReason stop_reason = StopReason::Length;
+  // Positions held by the cache when each token was selected (prompt of n: n, n+1, ...;
+  // Seq2Seq: 1, 2, ...). One entry per decode step of this result.
+  std::vector<int64_t> cache_lengths;
+  std::vector<Hypothesis> n_best;  // best first (beam search; greedy/sampling: the result)
+  double max_abs_delta = -1;       // verify_cache: max |cached − uncached| logit; else -1
+};
+
+}  // namespace seqtape

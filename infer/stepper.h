@@ -1,0 +1,44 @@
+#pragma once
+// Stepper: the decoding session a search drives, plus (verify_cache) a second session in the
+// other cache mode fed the same tokens, whose logits are compared with the first's at every
+// call: the cache verifier.
+//
+// Dimension key: R rows, V vocabulary.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "infer/options.h"
+#include "infer/session.h"
+
+namespace seqtape {
+
+class Stepper {
+ public:
+  Stepper(const InferenceModel& m, const GenerateOptions& o, size_t n_inputs);
+  void begin(const std::vector<std::vector<int32_t>>& sources,
+             const std::vector<int32_t>& row_source, int64_t capacity);
+  // As DecodeSession's: logits [rows.size(), V].
+  const float* prefill(std::span<const int32_t> rows,
+                       const std::vector<std::vector<int32_t>>& tokens);
+  const float* step(std::span<const int32_t> rows, std::span<const int32_t> tokens);
+  void reorder(std::span<const int32_t> parent);
+  int64_t length(int32_t row) const { return main_.length(row); }
+  // verify_cache: the input's max |Δ| over every call so far; else -1.
+  double delta(size_t input) const { return delta_[input]; }
+  // verify_cache: the row's max |Δ| in the last call that fed it; else -1.
+  double row_delta(int32_t row) const { return row_delta_[size_t(row)]; }
+
+ private:
+  void compare(std::span<const int32_t> rows, const float* a, const float* b);
+
+  DecodeSession main_;
+  std::optional<DecodeSession> check_;
+  int64_t V_;
+  std::vector<double> delta_;      // per input
+  std::vector<double> row_delta_;  // per row
+};
+
+}  // namespace seqtape

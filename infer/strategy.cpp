@@ -1,0 +1,119 @@
+// SearchContext (inputs, processors, stop check, hooks) and the choice of strategy.
+//
+// Dimension key: B inputs, V vocabulary.
+#include "infer/strategy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "train/tokenizer.h"
+
+namespace seqtape {
+
+namespace {
+
+void check_inputs(const InferenceModel& m, const std::vector<std::vector<int32_t>>& in) {
+  const int64_t P = m.config().max_positions, V = m.config().vocab_size;
+  if (in.empty()) fail("generate", "no inputs");
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string what = "input " + std::to_string(i);
+    const auto n = static_cast<int64_t>(in[i].size());
+    if (n == 0) fail("generate", what + " is empty");
+    if (n > P)
+      fail("generate", what + " has " + std::to_string(n) + " tokens, more than max_positions " +
+                           std::to_string(P));
+    for (int32_t id : in[i])
+      if (id < 0 || id >= V)
+        fail("generate", what + " holds id " + std::to_string(id) + " outside the vocabulary [0, " +
+                             std::to_string(V) + ")");
+  }
+}
+
+// Token ids an option names (end tokens, ...) must be in the vocabulary.
+void check_token_ids(const std::string& what, const std::vector<int32_t>& ids, int64_t V) {
+  for (int32_t id : ids)
+    if (id < 0 || id >= V)
+      fail("generate", what + " id " + std::to_string(id) + " outside the vocabulary [0, " +
+                           std::to_string(V) + ")");
+}
+
+}  // namespace
+
+SearchContext::SearchContext(const InferenceModel& m, const std::vector<std::vector<int32_t>>& in,
+                             const GenerateOptions& o)
+    : model(m), opt(o), inputs(in), V(m.config().vocab_size) {
+  o.validate();
+  const Vocab& vocab = m.vocab();
+  end_ids = o.end_ids.empty() ? std::vector<int32_t>{vocab.eos_id()} : o.end_ids;
+  is_end.assign(size_t(V), 0);
+  check_token_ids("end token", end_ids, V);
+  check_token_ids("suppressed token", o.suppress_ids, V);
+  for (int32_t e : end_ids) is_end[size_t(e)] = 1;
+  Tokenizer tok(vocab);
+  for (int32_t v = 0; v < V; ++v) pieces.push_back(tok.decode(std::span<const int32_t>(&v, 1)));
+  check_inputs(m, in);
+  const int64_t P = m.config().max_positions;
+  for (const std::vector<int32_t>& input : in) {
+    const auto n = static_cast<int64_t>(input.size());
+    if (m.seq2seq()) {
+      limit.push_back(std::min(o.max_new, P));  // selecting token k processes k positions
+      first_feed.push_back({vocab.bos_id()});
+      capacity = std::max(capacity, limit.back());
+    } else {
+      limit.push_back(std::min(o.max_new, P - n + 1));  // k-th new token: n + k − 1 positions
+      first_feed.push_back(input);
+      capacity = std::max(capacity, n + limit.back() - 1);
+    }
+  }
+  processors = make_processors(o, end_ids);
+}
+
+std::vector<std::vector<int32_t>> SearchContext::sources() const {
+  return model.seq2seq() ? inputs : std::vector<std::vector<int32_t>>{};
+}
+
+std::optional<StopReason> SearchContext::extend(size_t input, int32_t token,
+                                                std::vector<int32_t>& tokens,
+                                                OutputText& text) const {
+  if (is_end[size_t(token)]) return StopReason::Eos;
+  tokens.push_back(token);
+  if (text.append(pieces[size_t(token)])) return StopReason::StopString;
+  if (static_cast<int64_t>(tokens.size()) >= limit[input]) return StopReason::Length;
+  return std::nullopt;
+}
+
+void SearchContext::report_call(const Stepper& st, size_t input, int64_t round, int32_t row,
+                                std::span<const int32_t> fed, const float* raw,
+                                std::span<const float> processed, double log_normalizer) const {
+  if (!opt.on_call) return;
+  const int64_t after = st.length(row);
+  opt.on_call({int64_t(input), round, row, round == 0, fed, after - int64_t(fed.size()), after,
+               std::span<const float>(raw, size_t(V)), processed, log_normalizer,
+               st.row_delta(row)});
+}
+
+double normalized_score(double score, size_t n_tokens, StopReason r, double alpha) {
+  const auto len = static_cast<double>(n_tokens + (r == StopReason::Eos ? 1 : 0));
+  return len > 0 ? score / std::pow(len, alpha) : score;
+}
+
+nlohmann::json GreedySearch::describe(const GenerateOptions&) const {
+  return {{"kind", "greedy"}, {"beam_size", 1}};
+}
+
+nlohmann::json SamplingSearch::describe(const GenerateOptions& o) const {
+  return {{"kind", "sample"}, {"beam_size", 1},   {"temperature", o.temperature},
+          {"top_k", o.top_k}, {"top_p", o.top_p}, {"seed", o.seed}};
+}
+
+nlohmann::json BeamSearch::describe(const GenerateOptions& o) const {
+  return {{"kind", "beam"}, {"beam_size", o.beam}, {"length_penalty", o.length_penalty}};
+}
+
+std::unique_ptr<SearchStrategy> make_strategy(const GenerateOptions& o) {
+  if (o.sample) return std::make_unique<SamplingSearch>();
+  if (o.beam > 1) return std::make_unique<BeamSearch>();
+  return std::make_unique<GreedySearch>();
+}
+
+}  // namespace seqtape
