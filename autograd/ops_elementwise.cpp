@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/ops_util.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 namespace detail {
@@ -60,6 +61,7 @@ namespace {
 // summed over the broadcast dimensions of each input.
 template <typename F, typename GA, typename GB>
 Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
+  profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_same_dtype(a, b, op);
   Broadcast bc = detail::broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(bc.out, a.dtype());
@@ -132,6 +134,7 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
 // out = f(a); backward da += df(g, a, out).
 template <typename F, typename DF>
 Var unary(const char* op, const Var& a, F f, DF df) {
+  profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_defined(a, op);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch(a.dtype(), [&](auto tag) {

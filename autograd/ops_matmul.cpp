@@ -4,6 +4,7 @@
 // [M,K] (or [K,M] when trans_a), B is stored [K,N] (or [N,K] when trans_b).
 #include "autograd/kernels.h"
 #include "autograd/ops_util.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 
@@ -75,6 +76,7 @@ void gemm_backward(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a
 }  // namespace
 
 Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
+  profile::Scope prof_("matmul", profile::Phase::Forward);
   MatmulPlan p = plan_matmul(a, b, ta, tb);
   // A shared B with untransposed A: all batches' rows stack into one [batch·M, K] gemm.
   const bool flat = p.shared_b && !ta;
@@ -119,6 +121,7 @@ Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
 }
 
 Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
+  profile::Scope prof_("affine", profile::Phase::Forward);
   const char* op = "affine";
   detail::check_same_dtype(x, w, op);
   const bool has_b = b.defined();

@@ -7,6 +7,7 @@
 
 #include "autograd/kernels.h"
 #include "autograd/ops_util.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 
@@ -21,6 +22,7 @@ Mask Mask::causal(int64_t t) {
 }
 
 Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& ids_shape) {
+  profile::Scope prof_("embedding", profile::Phase::Forward);
   detail::check_defined(weight, "embedding");
   if (weight.ndim() != 2)
     fail("embedding", "weight must be [V, C], got " + shape_str(weight.shape()));
@@ -60,6 +62,7 @@ Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& i
 }
 
 Var masked_fill(const Var& a, const Mask& mask, double value) {
+  profile::Scope prof_("masked_fill", profile::Phase::Forward);
   detail::check_defined(a, "masked_fill");
   if (shape_numel(mask.shape) != static_cast<int64_t>(mask.data.size()))
     fail("masked_fill", "mask data does not fill its shape " + shape_str(mask.shape));
@@ -116,6 +119,7 @@ int64_t last_dim(const Var& a, const char* op) {
 }  // namespace
 
 Var softmax(const Var& a) {
+  profile::Scope prof_("softmax", profile::Phase::Forward);
   const int64_t c = last_dim(a, "softmax");
   const int64_t r = c ? a.numel() / c : 0;
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -144,6 +148,7 @@ Var softmax(const Var& a) {
 }
 
 Var log_softmax(const Var& a) {
+  profile::Scope prof_("log_softmax", profile::Phase::Forward);
   const int64_t c = last_dim(a, "log_softmax");
   const int64_t r = c ? a.numel() / c : 0;
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -170,6 +175,7 @@ Var log_softmax(const Var& a) {
 }
 
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
+  profile::Scope prof_("layer_norm", profile::Phase::Forward);
   const int64_t c = last_dim(x, "layer_norm");
   detail::check_same_dtype(x, gamma, "layer_norm");
   detail::check_same_dtype(x, beta, "layer_norm");
@@ -228,6 +234,7 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
 }
 
 Var dropout(const Var& a, double p, bool training, Rng& rng) {
+  profile::Scope prof_("dropout", profile::Phase::Forward);
   detail::check_defined(a, "dropout");
   if (!(p >= 0.0 && p < 1.0))
     fail("dropout", "probability " + std::to_string(p) + " is not in [0, 1)");
@@ -259,6 +266,7 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
 }
 
 Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossEntropyOptions opt) {
+  profile::Scope prof_("cross_entropy", profile::Phase::Forward);
   const int64_t v = last_dim(logits, "cross_entropy");
   const int64_t r = v ? logits.numel() / v : 0;
   if (static_cast<int64_t>(targets.size()) != r)

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "autograd/ops_util.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 
@@ -26,6 +27,7 @@ Split split_at(const Shape& s, int axis) {
 
 // sum over everything, scaled (scale = 1 for sum, 1/n for mean).
 Var reduce_all(const char* op, const Var& a, double scale) {
+  profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_defined(a, op);
   Tensor out = Tensor::empty({}, a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
@@ -47,6 +49,7 @@ Var reduce_all(const char* op, const Var& a, double scale) {
 }
 
 Var reduce_axis(const char* op, const Var& a, int axis, bool keepdim, bool is_mean) {
+  profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_defined(a, op);
   int ax = detail::norm_axis(axis, a.ndim(), op, a.shape());
   Split sp = split_at(a.shape(), ax);
@@ -102,6 +105,7 @@ Var mean(const Var& a, int axis, bool keepdim) {
 }
 
 Var reshape(const Var& a, Shape shape) {
+  profile::Scope prof_("reshape", profile::Phase::Forward);
   detail::check_defined(a, "reshape");
   int infer = -1;
   int64_t known = 1;
@@ -178,6 +182,7 @@ Tensor permute_tensor(const Tensor& a, const std::vector<int>& perm) {
 }  // namespace
 
 Var permute(const Var& a, const std::vector<int>& perm) {
+  profile::Scope prof_("permute", profile::Phase::Forward);
   detail::check_defined(a, "permute");
   const int nd = a.ndim();
   std::string ps;
@@ -209,6 +214,7 @@ Var transpose(const Var& a, int d0, int d1) {
 }
 
 Var concat(const std::vector<Var>& parts, int axis) {
+  profile::Scope prof_("concat", profile::Phase::Forward);
   if (parts.empty()) fail("concat", "no inputs");
   for (const Var& p : parts) detail::check_same_dtype(parts[0], p, "concat");
   const Shape& s0 = parts[0].shape();
@@ -267,6 +273,7 @@ Var concat(const std::vector<Var>& parts, int axis) {
 }
 
 Var slice(const Var& a, int axis, int64_t start, int64_t end) {
+  profile::Scope prof_("slice", profile::Phase::Forward);
   detail::check_defined(a, "slice");
   int ax = detail::norm_axis(axis, a.ndim(), "slice", a.shape());
   Split sp = split_at(a.shape(), ax);

@@ -31,7 +31,8 @@ Var make_result(const char* op, Tensor value, bool grad, Fn&& backward, bool ano
   Var out(std::move(value), grad);
   if (grad) {
     VarImpl* o = out.impl();
-    Tape::current().record(out.shared(), [o, fn = std::forward<Fn>(backward)]() { fn(*o); });
+    Tape::current().record(
+        out.shared(), [o, fn = std::forward<Fn>(backward)]() { fn(*o); }, op);
   }
   return out;
 }
