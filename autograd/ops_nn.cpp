@@ -51,7 +51,7 @@ Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& i
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
-                         T* d = grad_buffer(*wi).data<T>();
+                         T* d = detail::GradWriter<T>::accumulate(*wi).d;
                          for (size_t i = 0; i < ids.size(); ++i) {
                            T* row = d + ids[i] * c;
                            const T* gr = g + static_cast<int64_t>(i) * c;
@@ -101,7 +101,7 @@ Var masked_fill(const Var& a, const Mask& mask, double value) {
         dispatch(o.value.dtype(), [&](auto tag) {
           using T = decltype(tag);
           const T* g = o.grad.data<T>();
-          T* d = grad_buffer(*ai).data<T>();
+          T* d = detail::GradWriter<T>::accumulate(*ai).d;
           detail::broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t im) {
             if (!m[static_cast<size_t>(im)]) d[ia] += g[io];
           });
@@ -128,23 +128,21 @@ Var softmax(const Var& a) {
     kernels::softmax_rows<T>(a.value().data<T>(), out.data<T>(), r, c);
   });
   // dx = y ⊙ (g − Σ g·y) per row
-  return make_result(
-      "softmax", std::move(out), wants_grad({&a}), [ai = a.shared(), r, c](VarImpl& o) {
-        dispatch(o.value.dtype(), [&](auto tag) {
-          using T = decltype(tag);
-          const T* y = o.value.data<T>();
-          const T* g = o.grad.data<T>();
-          const T keep = grad_fresh(*ai) ? T(0) : T(1);  // all written
-          T* d = ai->grad.data<T>();
-          for (int64_t i = 0; i < r; ++i) {
-            T dot = 0;
-            for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
-            for (int64_t j = 0; j < c; ++j)
-              d[i * c + j] =
-                  (keep != T(0) ? d[i * c + j] : T(0)) + y[i * c + j] * (g[i * c + j] - dot);
-          }
-        });
-      });
+  return make_result("softmax", std::move(out), wants_grad({&a}),
+                     [ai = a.shared(), r, c](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* y = o.value.data<T>();
+                         const T* g = o.grad.data<T>();
+                         const auto dx = detail::GradWriter<T>::of(*ai);  // every element written
+                         for (int64_t i = 0; i < r; ++i) {
+                           T dot = 0;
+                           for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
+                           for (int64_t j = 0; j < c; ++j)
+                             dx.put(i * c + j, y[i * c + j] * (g[i * c + j] - dot));
+                         }
+                       });
+                     });
 }
 
 Var log_softmax(const Var& a) {
@@ -163,7 +161,7 @@ Var log_softmax(const Var& a) {
                          using T = decltype(tag);
                          const T* y = o.value.data<T>();
                          const T* g = o.grad.data<T>();
-                         T* d = grad_buffer(*ai).data<T>();
+                         T* d = detail::GradWriter<T>::accumulate(*ai).d;
                          for (int64_t i = 0; i < r; ++i) {
                            T s = 0;
                            for (int64_t j = 0; j < c; ++j) s += g[i * c + j];
@@ -204,10 +202,9 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
           const T* g = o.grad.data<T>();
           const T* mu = mean.data<T>();
           const T* rs = rstd.data<T>();
-          const bool fresh_x = xi->requires_grad && grad_fresh(*xi);  // every element written
-          T* dx = xi->requires_grad ? xi->grad.data<T>() : nullptr;
-          T* dg = gi->requires_grad ? grad_buffer(*gi).data<T>() : nullptr;
-          T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
+          const auto dx = detail::GradWriter<T>::of(*xi);  // every element written
+          T* dg = detail::GradWriter<T>::accumulate(*gi).d;
+          T* db = detail::GradWriter<T>::accumulate(*bi).d;
           for (int64_t i = 0; i < r; ++i) {
             const T* xr = px + i * c;
             const T* gr = g + i * c;
@@ -220,13 +217,13 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
               m1 += gh;
               m2 += gh * xh;
             }
-            if (!dx) continue;
+            if (!dx.d) continue;
             m1 /= static_cast<T>(c);
             m2 /= static_cast<T>(c);
             for (int64_t j = 0; j < c; ++j) {
               T xh = (xr[j] - mu[i]) * rs[i];
               const T v = rs[i] * (gr[j] * pg[j] - m1 - xh * m2);
-              dx[i * c + j] = fresh_x ? v : dx[i * c + j] + v;
+              dx.put(i * c + j, v);
             }
           }
         });
@@ -259,7 +256,7 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
                          const T* k = keep.data<T>();
-                         T* d = grad_buffer(*ai).data<T>();
+                         T* d = detail::GradWriter<T>::accumulate(*ai).d;
                          for (int64_t i = 0, n = o.value.numel(); i < n; ++i) d[i] += g[i] * k[i];
                        });
                      });
@@ -331,7 +328,7 @@ Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossE
           using T = decltype(tag);
           const T g = o.grad.data<T>()[0] / static_cast<T>(n_valid);
           const T* pp = prob.data<T>();
-          T* d = grad_buffer(*li).data<T>();
+          T* d = detail::GradWriter<T>::accumulate(*li).d;
           const T smooth = static_cast<T>(e / static_cast<double>(v));
           const T on = static_cast<T>(1 - e);
           for (int64_t i = 0; i < r; ++i) {

@@ -42,7 +42,7 @@ Var reduce_all(const char* op, const Var& a, double scale) {
     dispatch(o.value.dtype(), [&](auto tag) {
       using T = decltype(tag);
       T g = o.grad.data<T>()[0] * static_cast<T>(scale);
-      T* da = grad_buffer(*ai).data<T>();
+      T* da = detail::GradWriter<T>::accumulate(*ai).d;
       for (int64_t i = 0, n = ai->value.numel(); i < n; ++i) da[i] += g;
     });
   });
@@ -77,7 +77,7 @@ Var reduce_axis(const char* op, const Var& a, int axis, bool keepdim, bool is_me
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
-                         T* da = grad_buffer(*ai).data<T>();
+                         T* da = detail::GradWriter<T>::accumulate(*ai).d;
                          for (int64_t oo = 0; oo < sp.outer; ++oo)
                            for (int64_t j = 0; j < sp.along; ++j)
                              for (int64_t i = 0; i < sp.inner; ++i)
@@ -260,7 +260,7 @@ Var concat(const std::vector<Var>& parts, int axis) {
       for (size_t k = 0; k < impls.size(); ++k) {
         int64_t w = widths[k];
         if (impls[k]->requires_grad) {
-          T* d = grad_buffer(*impls[k]).data<T>();
+          T* d = detail::GradWriter<T>::accumulate(*impls[k]).d;
           for (int64_t oo = 0; oo < so.outer; ++oo) {
             const T* src = g + oo * so.along * so.inner + offset;
             for (int64_t j = 0; j < w; ++j) d[oo * w + j] += src[j];
@@ -297,7 +297,7 @@ Var slice(const Var& a, int axis, int64_t start, int64_t end) {
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
-                         T* d = grad_buffer(*ai).data<T>();
+                         T* d = detail::GradWriter<T>::accumulate(*ai).d;
                          for (int64_t oo = 0; oo < sp.outer; ++oo)
                            for (int64_t j = 0; j < w; ++j)
                              d[oo * row + src_off + j] += g[oo * w + j];
