@@ -148,12 +148,9 @@ void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * cols;
     T* yr = y + r * cols;
-    T m = 0;
-    for (int64_t c = 0; c < cols; ++c) m += xr[c];
-    m /= static_cast<T>(cols);
-    T v = 0;
-    for (int64_t c = 0; c < cols; ++c) v += (xr[c] - m) * (xr[c] - m);
-    v /= static_cast<T>(cols);
+    const T m = row_sum<T>(cols, [xr](int64_t c) { return xr[c]; }) / static_cast<T>(cols);
+    const T v = row_sum<T>(cols, [xr, m](int64_t c) { return (xr[c] - m) * (xr[c] - m); }) /
+                static_cast<T>(cols);
     T rs = T(1) / std::sqrt(v + static_cast<T>(eps));
     for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
     if (mean) mean[r] = m;

@@ -86,8 +86,7 @@ void head_backward(const AttnDims& d, int64_t b, int64_t h, const T* q, const T*
   for (int64_t i = 0; i < d.Tq; ++i) {
     const T* pr = p + i * d.Tk;
     T* gr = dp + i * d.Tk;
-    T dot = 0;
-    for (int64_t j = 0; j < d.Tk; ++j) dot += gr[j] * pr[j];
+    const T dot = kernels::row_sum<T>(d.Tk, [gr, pr](int64_t j) { return gr[j] * pr[j]; });
     for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
   }
   if (dq)

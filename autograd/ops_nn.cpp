@@ -208,18 +208,18 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
           for (int64_t i = 0; i < r; ++i) {
             const T* xr = px + i * c;
             const T* gr = g + i * c;
-            T m1 = 0, m2 = 0;
-            for (int64_t j = 0; j < c; ++j) {
-              T xh = (xr[j] - mu[i]) * rs[i];
-              if (dg) dg[j] += gr[j] * xh;
-              if (db) db[j] += gr[j];
-              T gh = gr[j] * pg[j];
-              m1 += gh;
-              m2 += gh * xh;
-            }
+            const T m = mu[i], s = rs[i];
+            if (dg)
+              for (int64_t j = 0; j < c; ++j) dg[j] += gr[j] * ((xr[j] - m) * s);
+            if (db)
+              for (int64_t j = 0; j < c; ++j) db[j] += gr[j];
             if (!dx.d) continue;
-            m1 /= static_cast<T>(c);
-            m2 /= static_cast<T>(c);
+            // mean(ĝ) and mean(ĝ·x̂) as 8-way sums (kernels::row_sum): vectorized
+            const T m1 = kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j]; }) /
+                         static_cast<T>(c);
+            const T m2 = kernels::row_sum<T>(
+                             c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
+                         static_cast<T>(c);
             for (int64_t j = 0; j < c; ++j) {
               T xh = (xr[j] - mu[i]) * rs[i];
               const T v = rs[i] * (gr[j] * pg[j] - m1 - xh * m2);
