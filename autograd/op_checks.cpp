@@ -196,6 +196,13 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
   add_case("layer_norm", "[2,3,4] γ[4] β[4]",
            [](const std::vector<Var>& v) { return layer_norm(v[0], v[1], v[2]); },
            {rand_t(rng, {2, 3, 4}, -2, 2), rand_t(rng, {4}, 0.5, 1.5), rand_t(rng, {4})});
+  add_case("add_layer_norm", "x[2,3,4] + r[2,3,4], γ[4] β[4]",
+           [](const std::vector<Var>& v) { return add_layer_norm(v[0], v[1], v[2], v[3]); },
+           {rand_t(rng, {2, 3, 4}, -2, 2), rand_t(rng, {2, 3, 4}, -2, 2),
+            rand_t(rng, {4}, 0.5, 1.5), rand_t(rng, {4})});
+  add_case("add_layer_norm", "one x[3,5] as both inputs, γ[5] β[5]",
+           [](const std::vector<Var>& v) { return add_layer_norm(v[0], v[0], v[1], v[2]); },
+           {rand_t(rng, {3, 5}, -2, 2), rand_t(rng, {5}, 0.5, 1.5), rand_t(rng, {5})});
   add_case("dropout", "[4,5] p=0.3 seeded",
            [](const std::vector<Var>& v) {
              Rng r(42);  // the same mask on every call, as the numeric differences need

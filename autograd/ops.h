@@ -113,6 +113,11 @@ Var softmax(const Var& a);
 Var log_softmax(const Var& a);
 // Fused: (x - mean)·rstd·gamma + beta over the last axis; saves mean and rstd.
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-5);
+// Fused residual + LayerNorm: layer_norm(x + res, gamma, beta, eps) in one node (the post-norm
+// sublayer's LN(x + f(x))); saves the sum, mean and rstd, and writes the sum's gradient
+// straight into both inputs.
+Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta,
+                   double eps = 1e-5);
 // Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p). Identity
 // when !training or p == 0.
 Var dropout(const Var& a, double p, bool training, Rng& rng);

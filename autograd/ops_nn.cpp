@@ -172,15 +172,54 @@ Var log_softmax(const Var& a) {
                      });
 }
 
+namespace {
+
+int64_t check_layer_norm(const Var& x, const Var& gamma, const Var& beta, const char* op) {
+  const int64_t c = last_dim(x, op);
+  detail::check_same_dtype(x, gamma, op);
+  detail::check_same_dtype(x, beta, op);
+  if (gamma.shape() != Shape{c} || beta.shape() != Shape{c})
+    fail(op, "gamma " + shape_str(gamma.shape()) + " and beta " + shape_str(beta.shape()) +
+                 " must be [" + std::to_string(c) + "] for input " + shape_str(x.shape()));
+  return c;
+}
+
+// x̂ = (x − μ)·rstd;  dγ += Σ_rows g·x̂;  dβ += Σ_rows g;
+// dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) with ĝ = g·γ, put into dx1 and (when given) dx2,
+// in that order per element (so one value as both inputs receives the sum of both).
+template <typename T>
+void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, const T* rs, int64_t r,
+                         int64_t c, const detail::GradWriter<T>& dx1,
+                         const detail::GradWriter<T>& dx2, T* dg, T* db) {
+  for (int64_t i = 0; i < r; ++i) {
+    const T* xr = px + i * c;
+    const T* gr = g + i * c;
+    const T m = mu[i], s = rs[i];
+    if (dg)
+      for (int64_t j = 0; j < c; ++j) dg[j] += gr[j] * ((xr[j] - m) * s);
+    if (db)
+      for (int64_t j = 0; j < c; ++j) db[j] += gr[j];
+    if (!dx1.d && !dx2.d) continue;
+    // mean(ĝ) and mean(ĝ·x̂) as 8-way sums (kernels::row_sum): vectorized
+    const T m1 =
+        kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j]; }) / static_cast<T>(c);
+    const T m2 =
+        kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
+        static_cast<T>(c);
+    for (int64_t j = 0; j < c; ++j) {
+      const T xh = (xr[j] - m) * s;
+      const T v = s * (gr[j] * pg[j] - m1 - xh * m2);
+      if (dx1.d) dx1.put(i * c + j, v);
+      if (dx2.d) dx2.put(i * c + j, v);
+    }
+  }
+}
+
+}  // namespace
+
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
   profile::Scope prof_("layer_norm", profile::Phase::Forward);
-  const int64_t c = last_dim(x, "layer_norm");
-  detail::check_same_dtype(x, gamma, "layer_norm");
-  detail::check_same_dtype(x, beta, "layer_norm");
-  if (gamma.shape() != Shape{c} || beta.shape() != Shape{c})
-    fail("layer_norm", "gamma " + shape_str(gamma.shape()) + " and beta " +
-                           shape_str(beta.shape()) + " must be [" + std::to_string(c) +
-                           "] for input " + shape_str(x.shape()));
+  const int64_t c = check_layer_norm(x, gamma, beta, "layer_norm");
   const int64_t r = c ? x.numel() / c : 0;
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   Tensor mean = Tensor::empty({r}, x.dtype()), rstd = Tensor::empty({r}, x.dtype());
@@ -190,44 +229,54 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
                                 beta.value().data<T>(), out.data<T>(), mean.data<T>(),
                                 rstd.data<T>(), r, c, eps);
   });
-  // x̂ = (x − μ)·rstd;  dγ += Σ_rows g·x̂;  dβ += Σ_rows g;
-  // dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) with ĝ = g·γ
   return make_result(
       "layer_norm", std::move(out), wants_grad({&x, &gamma, &beta}),
       [xi = x.shared(), gi = gamma.shared(), bi = beta.shared(), mean, rstd, r, c](VarImpl& o) {
         dispatch(o.value.dtype(), [&](auto tag) {
           using T = decltype(tag);
-          const T* px = xi->value.data<T>();
-          const T* pg = gi->value.data<T>();
-          const T* g = o.grad.data<T>();
-          const T* mu = mean.data<T>();
-          const T* rs = rstd.data<T>();
           const auto dx = detail::GradWriter<T>::of(*xi);  // every element written
-          T* dg = detail::GradWriter<T>::accumulate(*gi).d;
-          T* db = detail::GradWriter<T>::accumulate(*bi).d;
-          for (int64_t i = 0; i < r; ++i) {
-            const T* xr = px + i * c;
-            const T* gr = g + i * c;
-            const T m = mu[i], s = rs[i];
-            if (dg)
-              for (int64_t j = 0; j < c; ++j) dg[j] += gr[j] * ((xr[j] - m) * s);
-            if (db)
-              for (int64_t j = 0; j < c; ++j) db[j] += gr[j];
-            if (!dx.d) continue;
-            // mean(ĝ) and mean(ĝ·x̂) as 8-way sums (kernels::row_sum): vectorized
-            const T m1 = kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j]; }) /
-                         static_cast<T>(c);
-            const T m2 = kernels::row_sum<T>(
-                             c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
-                         static_cast<T>(c);
-            for (int64_t j = 0; j < c; ++j) {
-              T xh = (xr[j] - mu[i]) * rs[i];
-              const T v = rs[i] * (gr[j] * pg[j] - m1 - xh * m2);
-              dx.put(i * c + j, v);
-            }
-          }
+          layer_norm_backward<T>(xi->value.data<T>(), gi->value.data<T>(), o.grad.data<T>(),
+                                 mean.data<T>(), rstd.data<T>(), r, c, dx, {},
+                                 detail::GradWriter<T>::accumulate(*gi).d,
+                                 detail::GradWriter<T>::accumulate(*bi).d);
         });
       });
+}
+
+Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta, double eps) {
+  profile::Scope prof_("add_layer_norm", profile::Phase::Forward);
+  const int64_t c = check_layer_norm(x, gamma, beta, "add_layer_norm");
+  detail::check_same_dtype(x, res, "add_layer_norm");
+  if (res.shape() != x.shape())
+    fail("add_layer_norm", "residual " + shape_str(res.shape()) + " and input " +
+                               shape_str(x.shape()) + " must have the same shape");
+  const int64_t r = c ? x.numel() / c : 0;
+  Tensor sum = Tensor::empty(x.shape(), x.dtype());  // x + res, kept for the backward
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean = Tensor::empty({r}, x.dtype()), rstd = Tensor::empty({r}, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* a = x.value().data<T>();
+    const T* b = res.value().data<T>();
+    T* ps = sum.data<T>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) ps[i] = a[i] + b[i];
+    kernels::layer_norm_rows<T>(ps, gamma.value().data<T>(), beta.value().data<T>(), out.data<T>(),
+                                mean.data<T>(), rstd.data<T>(), r, c, eps);
+  });
+  // as layer_norm over s = x + res, with ds written to both dx and dres
+  return make_result("add_layer_norm", std::move(out), wants_grad({&x, &res, &gamma, &beta}),
+                     [xi = x.shared(), ri = res.shared(), gi = gamma.shared(), bi = beta.shared(),
+                      sum, mean, rstd, r, c](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const auto dx = detail::GradWriter<T>::of(*xi);
+                         const auto dr = detail::GradWriter<T>::of(*ri);
+                         layer_norm_backward<T>(sum.data<T>(), gi->value.data<T>(),
+                                                o.grad.data<T>(), mean.data<T>(), rstd.data<T>(), r,
+                                                c, dx, dr, detail::GradWriter<T>::accumulate(*gi).d,
+                                                detail::GradWriter<T>::accumulate(*bi).d);
+                       });
+                     });
 }
 
 Var dropout(const Var& a, double p, bool training, Rng& rng) {

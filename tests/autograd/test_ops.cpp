@@ -371,3 +371,43 @@ TEST(FusedAttention, RefusesBadShapesAndMasks) {
 
 }  // namespace
 }  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+// add_layer_norm(x, r) is layer_norm(x + r): same values and the same gradients to all four.
+TEST(FusedAddLayerNorm, MatchesAddThenLayerNorm) {
+  Rng rng(5);
+  auto input = [&](Shape s, double lo, double hi) {
+    Tensor t = Tensor::empty(std::move(s), DType::F64);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, lo + (hi - lo) * rng.uniform());
+    return Var(t, true);
+  };
+  Var x = input({2, 3, 8}, -2, 2), r = input({2, 3, 8}, -2, 2), g = input({8}, 0.5, 1.5),
+      b = input({8}, -1, 1);
+  Tensor up = Tensor::empty({2, 3, 8}, DType::F64);
+  for (int64_t i = 0; i < up.numel(); ++i) up.set(i, rng.normal());
+  Tape& tape = Tape::current();
+  tape.clear();
+  Var fused = add_layer_norm(x, r, g, b);
+  tape.backward(fused, up);
+  std::vector<Tensor> grads;
+  for (Var* v : {&x, &r, &g, &b}) {
+    grads.push_back(v->grad().clone());
+    v->zero_grad();
+  }
+  tape.clear();
+  Var ref = layer_norm(add(x, r), g, b);
+  tape.backward(ref, up);
+  for (int64_t i = 0; i < ref.numel(); ++i)
+    EXPECT_NEAR(fused.value().get(i), ref.value().get(i), 1e-12) << i;
+  const Var* vars[] = {&x, &r, &g, &b};
+  for (size_t k = 0; k < 4; ++k)
+    for (int64_t i = 0; i < grads[k].numel(); ++i)
+      EXPECT_NEAR(grads[k].get(i), vars[k]->grad().get(i), 1e-12) << "input " << k << " " << i;
+  EXPECT_THROW(add_layer_norm(x, g, g, b), Error);  // residual of another shape
+  tape.clear();
+}
+
+}  // namespace
+}  // namespace seqtape
