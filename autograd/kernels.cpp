@@ -21,14 +21,17 @@ CBLAS_TRANSPOSE tr(bool t) {
 // (from 1024x256x256 up) keep the configured thread count. Thread count does not change
 // sgemm's results (each C element is summed by one thread in the same order).
 constexpr double kSmallGemmFlops = 134217728.0;  // 2^27
+// Below this OpenBLAS runs one thread by itself (m·n·k < 65536·4 in its interface): no need to
+// switch the thread count around the call.
+constexpr double kTinyGemmFlops = 524288.0;  // 2 · 2^18
 
 // Runs one gemm on a single thread when it is small and more are configured.
 class SmallGemmThreads {
  public:
   SmallGemmThreads(int64_t m, int64_t n, int64_t k) {
-    if (2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >=
-        kSmallGemmFlops)
-      return;
+    const double flops =
+        2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    if (flops >= kSmallGemmFlops || flops < kTinyGemmFlops) return;
     prev_ = openblas_get_num_threads();
     if (prev_ > 1)
       openblas_set_num_threads(1);
