@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <map>
 #include <new>
 
 #include "autograd/ops.h"
@@ -175,6 +177,48 @@ const bool kRegistered = [] {
   return true;
 }();
 
+// A second, load-robust fraction: rounds that alternate a few training steps with a few raw
+// sgemm calls at the model's shape (one thread and the configured threads), keeping the best
+// time of each over all rounds. Load on a shared machine only ever slows a measurement down,
+// so best-of-rounds taken side by side compares the two at the same quiet moments.
+struct Robust {
+  double fraction = 0, step_us = 0;
+};
+Robust interleaved_fraction(const Cfg& c, int rounds) {
+  Setup s = make_setup(c);
+  train_step(s);
+  const int64_t m = c.B * c.T, k = c.C, n = c.F;
+  std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
+      out(static_cast<size_t>(m * n));
+  const int prev = kernels::blas_num_threads();
+  const int steps = c.B == 1 ? 200 : 2, calls = c.B == 1 ? 200 : 10;
+  using Clock = std::chrono::steady_clock;
+  double best_step = 1e30, best_gemm = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) train_step(s);
+    best_step =
+        std::min(best_step, std::chrono::duration<double>(Clock::now() - t0).count() / steps);
+    for (int threads : {1, prev}) {
+      kernels::blas_set_num_threads(threads);
+      t0 = Clock::now();
+      for (int i = 0; i < calls; ++i)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
+                    static_cast<int>(n), static_cast<int>(k), 1.f, a.data(), static_cast<int>(k),
+                    b.data(), static_cast<int>(n), 0.f, out.data(), static_cast<int>(n));
+      best_gemm =
+          std::min(best_gemm, std::chrono::duration<double>(Clock::now() - t0).count() / calls);
+    }
+    kernels::blas_set_num_threads(prev);
+  }
+  Tape::current().clear();
+  const double step_gf = 3 * forward_flops(c) / best_step / 1e9;
+  const double gemm_gf = 2.0 * static_cast<double>(m * n * k) / best_gemm / 1e9;
+  std::printf("%-8s best step %10.1f us = %8.2f GFLOP/s, best sgemm %8.2f GFLOP/s: fraction %.3f\n",
+              c.name, best_step * 1e6, step_gf, gemm_gf, step_gf / gemm_gf);
+  return Robust{step_gf / gemm_gf, best_step * 1e6};
+}
+
 // The profiled steps of one config (after warm-up steps that fill the buffer pool), and the
 // heap and pool allocations of one steady step.
 void profile_config(const Cfg& c, int steps) {
@@ -210,21 +254,19 @@ struct Target {
   bool known, met;
 };
 
-void print_targets(const bench::RatioReporter& rep) {
-  auto fraction = [&](const char* name, double& out) {
-    const std::string step = std::string("BM_train_step/") + name,
-                      gemm = std::string("BM_sgemm_model_shape/") + name;
-    if (!rep.has(step) || !rep.has(gemm)) return false;
-    const double peak = sgemm_peak(rep, name);
-    out = peak > 0 ? rep.counter(step, "GFLOP/s") / peak : 0.0;
-    return true;
-  };
+// Judged on the load-robust figures (best of interleaved rounds); Google Benchmark's medians
+// of the same run are shown beside them.
+void print_targets(const bench::RatioReporter& rep, const std::map<std::string, Robust>& robust) {
   std::vector<Target> rows;
   auto frac_row = [&](const char* name, double goal) {
-    double f = 0;
-    char now[32] = "not run", g[32];
-    const bool known = fraction(name, f);
-    if (known) std::snprintf(now, sizeof now, "%.3f", f);
+    char now[48] = "not run", g[32];
+    const auto it = robust.find(name);
+    const bool known = it != robust.end();
+    const double f = known ? it->second.fraction : 0.0;
+    const double peak = sgemm_peak(rep, name);
+    const double gb =
+        peak > 0 ? rep.counter(std::string("BM_train_step/") + name, "GFLOP/s") / peak : 0.0;
+    if (known) std::snprintf(now, sizeof now, "%.3f (gbench %.3f)", f, gb);
     std::snprintf(g, sizeof g, ">= %.2f", goal);
     rows.push_back({std::string(name) + ", float32: fraction of sgemm at its shapes", g, now, known,
                     known && f >= goal});
@@ -233,20 +275,25 @@ void print_targets(const bench::RatioReporter& rep) {
   frac_row("small", 0.65);
   frac_row("short", 0.55);
   {
-    const bool known = rep.has("BM_train_step/seed");
-    const double us = rep.ns("BM_train_step/seed") / 1e3;
-    char now[32] = "not run";
-    if (known) std::snprintf(now, sizeof now, "%.1f us", us);
+    const auto it = robust.find("seed");
+    const bool known = it != robust.end();
+    const double us = known ? it->second.step_us : 0.0;
+    char now[48] = "not run";
+    if (known)
+      std::snprintf(now, sizeof now, "%.1f us (gbench %.1f)", us,
+                    rep.ns("BM_train_step/seed") / 1e3);
     rows.push_back({"seed step", "<= 50 us", now, known, known && us <= 50});
   }
   rows.push_back(
       {"medium: bf16 tokens/s over float32", ">= 2.5x", "n/a (not built yet)", false, false});
   rows.push_back(
       {"short: bf16 tokens/s over float32", ">= 2.5x", "n/a (not built yet)", false, false});
-  std::printf("\ntargets (issue 14), measured in this run\n");
-  std::printf("%-52s %-10s %-20s %s\n", "measure", "target", "now", "");
+  std::printf(
+      "\ntargets (issue 14), measured in this run (best of interleaved rounds; gbench: the "
+      "median above)\n");
+  std::printf("%-52s %-10s %-28s %s\n", "measure", "target", "now", "");
   for (const Target& t : rows)
-    std::printf("%-52s %-10s %-20s %s\n", t.measure.c_str(), t.goal.c_str(), t.now.c_str(),
+    std::printf("%-52s %-10s %-28s %s\n", t.measure.c_str(), t.goal.c_str(), t.now.c_str(),
                 !t.known ? "-" : (t.met ? "met" : "not met"));
 }
 
@@ -279,7 +326,12 @@ int main(int argc, char** argv) {
                 rep.ns(step) / 1e3, rep.counter(step, "tokens/s"), gf, peak,
                 peak > 0 ? gf / peak : 0.0);
   }
-  print_targets(rep);
+  std::printf(
+      "\nthe same fractions, load-robust: best of 8 rounds alternating training steps with raw "
+      "sgemm\n");
+  std::map<std::string, Robust> robust;
+  for (const Cfg* c : ran) robust[c->name] = interleaved_fraction(*c, 8);
+  print_targets(rep, robust);
   // Profiled steps are slower (two clock reads per op): the table's shares are what count.
   for (const Cfg* c : ran) profile_config(*c, c->B == 1 ? 2000 : 20);
   benchmark::Shutdown();
