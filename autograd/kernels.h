@@ -10,7 +10,10 @@
 
 namespace seqtape::kernels {
 
-// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, through CBLAS (sgemm / dgemm).
+// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, through CBLAS (sgemm / dgemm). Gemms under
+// 2^27 FLOPs run on one OpenBLAS thread (see kernels.cpp for the measurements); the switch sets
+// OpenBLAS's process-wide thread count around the call, so gemm must not be called from two
+// threads at once (nothing in seqtape does; a threaded server would need another way).
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
