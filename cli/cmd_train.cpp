@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "autograd/profile.h"
 #include "cli/commands.h"
 #include "train/copy_task.h"
 #include "train/export.h"
@@ -25,6 +26,7 @@ struct TrainArgs {
   CLI::Option *d_model_o, *heads_o, *enc_o, *dec_o, *ffn_o, *maxpos_o, *pe_base_o, *dropout_o,
       *tie_o, *init_seed_o, *lr_o, *preset_o;
   bool no_progress = false;
+  bool profile = false;
 };
 
 void apply_flags(const TrainArgs& a, ModelConfig& c) {
@@ -147,6 +149,9 @@ void register_train(CLI::App& app, Runner& run) {
   sub->add_flag("--no-progress", a->no_progress, "plain log lines even on a terminal");
   sub->add_flag("--anomaly", o.anomaly,
                 "check every op's result and name the first non-finite one");
+  sub->add_flag("--profile", a->profile,
+                "print the time per op kind (forward, backward), optimizer, clipping, data and "
+                "allocation as a share of the step");
   sub->callback([&run, a] {
     run = [a] {
       TrainOptions o = a->o;
@@ -178,10 +183,12 @@ void register_train(CLI::App& app, Runner& run) {
       o.optim.weight_decay = a->weight_decay;
       if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
       if (a->no_progress) o.progress = 0;
+      profile::set_enabled(a->profile);
       TrainReport r = train(o, std::cout);
       std::printf("trained steps %lld..%lld in %.2f s (%.0f tokens/s); final loss %.5f\n",
                   static_cast<long long>(r.first_step), static_cast<long long>(r.last_step),
                   r.seconds, r.tokens_per_second, r.losses.empty() ? 0.0 : r.losses.back());
+      if (a->profile) std::fputs(profile::report("training step profile").c_str(), stdout);
       return kOk;
     };
   });

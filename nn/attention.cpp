@@ -57,6 +57,14 @@ Var MultiHeadAttention::forward(const Var& x, const Var& kv, const Mask* mask, R
   const int64_t B = x.dim(0), Tq = x.dim(1), Tk = kv.dim(1);
   const int64_t H = n_heads_, Dh = d_model_ / n_heads_;
 
+  if (dropout_ == 0.0 || !training()) {  // the fused op: no head copies, one node
+    Var q = linear(x, wq_, bq_);         // [B, Tq, C]
+    Var k = linear(kv, wk_, bk_);        // [B, Tk, C]
+    Var v = linear(kv, wv_, bv_);        // [B, Tk, C]
+    Var ctx = attention(q, k, v, H, mask, capture_ ? &last_attention_ : nullptr);  // [B, Tq, C]
+    return linear(ctx, wo_, bo_);                                                  // [B, Tq, C]
+  }
+  // Dropout on the weights sits between softmax and P·V: the unfused graph.
   // [B, T, C] → [B, T, H, Dh] → [B, H, T, Dh]
   auto split = [&](const Var& t, int64_t T) {
     return permute(reshape(t, {B, T, H, Dh}), {0, 2, 1, 3});

@@ -92,6 +92,10 @@ Var LayerNorm::forward(const Var& x) const {
   return layer_norm(x, gamma_, beta_, eps_);
 }
 
+Var LayerNorm::forward_add(const Var& x, const Var& res) const {
+  return add_layer_norm(x, res, gamma_, beta_, eps_);
+}
+
 // ---- FeedForward --------------------------------------------------------------------------
 
 FeedForward::FeedForward(int64_t dim, int64_t hidden, Activation act, bool bias, DType dtype)

@@ -16,8 +16,9 @@ Var residual(const Var& x, NormPlacement placement, const LayerNorm* norm, doubl
              Rng& rng, F&& f) {
   if (placement == NormPlacement::Pre)
     return add(x, dropout(f(norm->forward(x)), p, training, rng));
-  Var y = add(x, dropout(f(x), p, training, rng));
-  return placement == NormPlacement::Post ? norm->forward(y) : y;
+  if (placement == NormPlacement::Post)
+    return norm->forward_add(x, dropout(f(x), p, training, rng));  // one fused node
+  return add(x, dropout(f(x), p, training, rng));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "autograd/profile.h"
 #include "nn/loss.h"
 #include "train/checkpoint.h"
 #include "train/plot.h"
@@ -423,7 +424,11 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   int64_t window_n = 0;
   while (step < total_steps) {
     ++step;
-    Batch b = loader->next_batch();
+    profile::begin_step();  // a flag check unless `seqtape train --profile`
+    Batch b = [&] {
+      profile::Scope prof("data");
+      return loader->next_batch();
+    }();
     tape.clear();
     for (auto& [n, p] : params) p.zero_grad();
     const double lr = opt.schedule.at(step);
@@ -459,6 +464,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
                " is intact (rerun with --anomaly to name the first op that went non-finite)");
     }
     optimizer.step(lr, opt.clip > 0 ? clip_scale(gnorm, opt.clip) : 1.0);
+    profile::end_step();
     rep.losses.push_back(lv);
     tokens_done += b.n_label_tokens;
     window_loss += lv;
