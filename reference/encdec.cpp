@@ -68,14 +68,14 @@ std::vector<std::vector<double>> causal_softmax_of_zeros(int64_t T) {
 Tensor logits_with_target_probs(const std::vector<double>& target_probs,
                                 const std::vector<int32_t>& targets, int64_t V) {
   if (target_probs.size() != targets.size() || V < 2)
-    throw Error("logits_with_target_probs: " + std::to_string(target_probs.size()) +
-                " probabilities, " + std::to_string(targets.size()) +
-                " targets, V = " + std::to_string(V));
+    fail("logits_with_target_probs", std::to_string(target_probs.size()) + " probabilities, " +
+                                         std::to_string(targets.size()) +
+                                         " targets, V = " + std::to_string(V));
   const auto R = static_cast<int64_t>(targets.size());
   Tensor z({R, V}, DType::F64);  // [R, V]
   for (int64_t r = 0; r < R; ++r) {
     const double p = target_probs[static_cast<size_t>(r)];
-    if (!(p > 0 && p < 1)) throw Error("logits_with_target_probs: probability outside (0, 1)");
+    if (!(p > 0 && p < 1)) fail("logits_with_target_probs", "probability outside (0, 1)");
     // softmax(log q) = q when q sums to 1.
     for (int64_t j = 0; j < V; ++j)
       z.set(r * V + j, std::log((1 - p) / static_cast<double>(V - 1)));

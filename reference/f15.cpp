@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,7 +16,9 @@
 #include "infer/trace.h"
 #include "nn/loss.h"
 #include "reference/f15_run.h"
+#include "train/model_io.h"
 #include "train/optim.h"
+#include "train/weights.h"
 
 namespace seqtape::reference {
 
@@ -178,8 +179,7 @@ F15Fit fit_f15_head(DecoderOnly& model) {
     fit.frozen_without_grad = 0;
     for (auto& [n, p] : params) {
       if (is_head(n)) continue;
-      if (p.has_grad())
-        throw Error("fit_f15_head: frozen parameter '" + n + "' received a gradient");
+      if (p.has_grad()) fail("fit_f15_head", "frozen parameter '" + n + "' received a gradient");
       ++fit.frozen_without_grad;
     }
     sgd.step(fit.lr);
@@ -188,8 +188,8 @@ F15Fit fit_f15_head(DecoderOnly& model) {
     measure(model, prob, margin);
     if (*std::min_element(prob.begin(), prob.end()) >= 0.9) break;
     if (step >= max_steps)
-      throw Error("fit_f15_head: the head did not reach probability 0.9 on every prefix in " +
-                  std::to_string(max_steps) + " steps");
+      fail("fit_f15_head", "the head did not reach probability 0.9 on every prefix in " +
+                               std::to_string(max_steps) + " steps");
   }
   // Publish exact numbers: round the head to 3 decimals, then check the result again.
   for (auto& [n, p] : params) {
@@ -208,8 +208,8 @@ F15Fit fit_f15_head(DecoderOnly& model) {
   }
   for (size_t i = 0; i < fit.margin.size(); ++i)
     if (!(fit.margin[i] > 1.0))
-      throw Error("fit_f15_head: prefix " + std::to_string(i) + " has margin " +
-                  std::to_string(fit.margin[i]) + " after rounding, expected > 1");
+      fail("fit_f15_head", "prefix " + std::to_string(i) + " has margin " +
+                               std::to_string(fit.margin[i]) + " after rounding, expected > 1");
   return fit;
 }
 
@@ -254,30 +254,16 @@ F15Model write_f15(const std::string& dir) {
 }
 
 std::unique_ptr<DecoderOnly> load_f15_model(const std::string& checkpoint_path) {
-  Checkpoint c = load_checkpoint(checkpoint_path);
-  ModelConfig cfg = ModelConfig::from_json(nlohmann::json::parse(c.config_json));
-  auto model = std::make_unique<DecoderOnly>(cfg);
-  auto params = model->named_parameters();
-  if (params.size() != c.params.size())
-    fail(checkpoint_path, "holds " + std::to_string(c.params.size()) +
-                              " parameters, the F15 model has " + std::to_string(params.size()));
-  for (size_t i = 0; i < params.size(); ++i) {
-    const NamedTensor& src = c.params[i];
-    Var dst = params[i].second;
-    if (src.name != params[i].first || src.value.shape() != dst.shape())
-      fail(checkpoint_path, "parameter '" + src.name + "' " + shape_str(src.value.shape()) +
-                                " does not match '" + params[i].first + "' " +
-                                shape_str(dst.shape()));
-    Tensor t = src.value.to(dst.dtype());
-    std::memcpy(dst.mutable_value().raw(), t.raw(), t.nbytes());
-  }
+  const Checkpoint c = load_checkpoint(checkpoint_path);
+  auto model = std::make_unique<DecoderOnly>(checkpoint_config(c, checkpoint_path));
+  load_params_into(*model, c.params, checkpoint_path);
   return model;
 }
 
 std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& vocab,
                                            const std::vector<int32_t>& prompt, int64_t max_new,
                                            int64_t top_k) {
-  if (prompt.empty()) throw Error("greedy_rounds_recompute: empty prompt");
+  if (prompt.empty()) fail("greedy_rounds_recompute", "empty prompt");
   NoGradGuard no_grad;
   model.set_training(false);
   model.set_capture_attention(true);
@@ -432,8 +418,8 @@ std::vector<StateRow> state_example(DecoderOnly& model) {
 
 int32_t greedy_pick(const std::vector<int32_t>& ids, const std::vector<double>& probs) {
   if (ids.empty() || ids.size() != probs.size())
-    throw Error("greedy_pick: " + std::to_string(ids.size()) + " ids and " +
-                std::to_string(probs.size()) + " probabilities");
+    fail("greedy_pick", std::to_string(ids.size()) + " ids and " + std::to_string(probs.size()) +
+                            " probabilities");
   return ids[static_cast<size_t>(std::max_element(probs.begin(), probs.end()) - probs.begin())];
 }
 
