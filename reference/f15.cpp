@@ -224,7 +224,7 @@ Checkpoint f15_checkpoint(const DecoderOnly& model, const F15Fit& fit) {
   Checkpoint c;
   c.config_json = model.config().to_json().dump();
   c.vocab = f15_tokens();
-  for (auto& [n, p] : model.named_parameters()) c.params.push_back({n, p.value()});
+  c.params = named_tensors(model);
   c.optimizer_name = "sgd";  // plain SGD keeps no state
   c.step = fit.steps;
   c.rng_state = Rng(kF15Seed).state();
@@ -260,6 +260,32 @@ std::unique_ptr<DecoderOnly> load_f15_model(const std::string& checkpoint_path) 
   return model;
 }
 
+namespace {
+
+// The captured attention of a recomputed round [1, H, T, T], kept for the positions it fed.
+void add_attention_rows(const std::vector<AttentionWeights>& weights, int64_t T, Round& round) {
+  for (const AttentionWeights& aw : weights) {
+    const int64_t H = aw.weights.dim(1);  // [1, H, T, T]
+    for (int64_t h = 0; h < H; ++h) {
+      AttentionRows a;
+      a.name = aw.name;
+      a.layer = layer_of(aw.name);
+      a.head = h;
+      a.kind = aw.name.find("cross") != std::string::npos ? "cross" : "self";
+      for (int64_t j = 0; j < T; ++j) a.cols.push_back(j);
+      for (int64_t i = round.cache_before; i < T; ++i) {
+        a.rows.push_back(i);
+        std::vector<double> w;
+        for (int64_t j = 0; j < T; ++j) w.push_back(aw.weights.get((h * T + i) * T + j));
+        a.weights.push_back(w);
+      }
+      round.attention.push_back(a);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& vocab,
                                            const std::vector<int32_t>& prompt, int64_t max_new,
                                            int64_t top_k) {
@@ -291,24 +317,7 @@ std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& voca
     round.selected = c.front();
     c.resize(static_cast<size_t>(std::min<int64_t>(top_k, V)));
     round.top = c;
-    for (const AttentionWeights& aw : model.attention_weights()) {
-      const int64_t H = aw.weights.dim(1);  // [1, H, T, T]
-      for (int64_t h = 0; h < H; ++h) {
-        AttentionRows a;
-        a.name = aw.name;
-        a.layer = layer_of(aw.name);
-        a.head = h;
-        a.kind = aw.name.find("cross") != std::string::npos ? "cross" : "self";
-        for (int64_t j = 0; j < T; ++j) a.cols.push_back(j);
-        for (int64_t i = round.cache_before; i < T; ++i) {
-          a.rows.push_back(i);
-          std::vector<double> w;
-          for (int64_t j = 0; j < T; ++j) w.push_back(aw.weights.get((h * T + i) * T + j));
-          a.weights.push_back(w);
-        }
-        round.attention.push_back(a);
-      }
-    }
+    add_attention_rows(model.attention_weights(), T, round);
     sequence.push_back(round.selected.id);  // selected, not yet processed
     round.sequence = sequence;
     if (round.selected.id == vocab.eos_id())
@@ -324,9 +333,7 @@ std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& voca
 
 CachedRun greedy_rounds_cached(const DecoderOnly& model, const Vocab& vocab,
                                const std::vector<int32_t>& prompt, int64_t max_new, int64_t top_k) {
-  std::vector<NamedTensor> weights;
-  for (auto& [name, p] : model.named_parameters()) weights.push_back({name, p.value()});
-  InferenceModel im(model.config(), vocab, weights, "F15 model");  // shares the storage
+  InferenceModel im(model.config(), vocab, named_tensors(model), "F15 model");  // shares storage
   GenerateOptions opt;
   opt.max_new = max_new;
   TraceOptions topt;
@@ -391,9 +398,7 @@ OutputHeadExample output_head_example() {
 std::vector<StateRow> state_example(DecoderOnly& model) {
   // The real cache: a DecodeSession over the model's weights. output = every token selected so
   // far (prompt included); cache = the session's processed positions; pending = the rest.
-  std::vector<NamedTensor> weights;
-  for (auto& [name, p] : model.named_parameters()) weights.push_back({name, p.value()});
-  InferenceModel im(model.config(), f15_vocab(), weights, "F15 model");
+  InferenceModel im(model.config(), f15_vocab(), named_tensors(model), "F15 model");
   DecodeSession session(im);
   session.begin({}, {0}, 8);
   const int64_t V = im.config().vocab_size;

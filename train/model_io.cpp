@@ -15,4 +15,10 @@ void load_params_into(TransformerModel& model, const std::vector<NamedTensor>& p
   }
 }
 
+std::vector<NamedTensor> named_tensors(const Module& model) {
+  std::vector<NamedTensor> out;
+  for (const auto& [name, p] : model.named_parameters()) out.push_back({name, p.value()});
+  return out;
+}
+
 }  // namespace seqtape

@@ -17,4 +17,8 @@ namespace seqtape {
 void load_params_into(TransformerModel& model, const std::vector<NamedTensor>& params,
                       const std::string& where);
 
+// The model's parameters as named tensors, in its order, sharing their storage (no copy): what a
+// checkpoint saves and what infer/'s InferenceModel takes.
+std::vector<NamedTensor> named_tensors(const Module& model);
+
 }  // namespace seqtape

@@ -218,7 +218,7 @@ Checkpoint checkpoint_of(const Run& run) {
   Checkpoint c;
   c.config_json = run.cfg.to_json().dump();
   c.vocab = run.vocab.tokens();
-  for (auto& [n, p] : run.params) c.params.push_back({n, p.value()});
+  c.params = named_tensors(*run.model);
   c.optimizer_name = optimizer_name(run.ocfg.kind);
   c.optimizer_state = run.optimizer->state();
   c.step = run.step;

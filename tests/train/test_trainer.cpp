@@ -315,8 +315,7 @@ TEST(Trainer, ResumeRejectsParametersThatDoNotMatchTheConfig) {
 TEST(Weights, CheckParametersNamesTheFirstProblemAndLoadCopiesByName) {
   const ModelConfig cfg = preset("seed", 10);
   auto source = make_model(cfg);
-  std::vector<NamedTensor> w;
-  for (auto& [n, p] : source->named_parameters()) w.push_back({n, p.value()});
+  std::vector<NamedTensor> w = named_tensors(*source);
   EXPECT_EQ(check_parameters(cfg, w, "w.bin").size(), w.size());
 
   auto missing = w;
