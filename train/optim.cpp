@@ -33,11 +33,11 @@ std::string optimizer_name(OptimizerKind k) {
 
 Optimizer::Optimizer(NamedParams params, OptimizerConfig cfg)
     : params_(std::move(params)), cfg_(cfg) {
-  for (auto& [name, p] : params_) {
-    (void)name;
-    if (cfg_.kind != OptimizerKind::Sgd) m_.push_back(Tensor::zeros_like(p.value()));
+  for (const auto& named : params_) {
+    const Tensor& value = named.second.value();
+    if (cfg_.kind != OptimizerKind::Sgd) m_.push_back(Tensor::zeros_like(value));
     if (cfg_.kind == OptimizerKind::Adam || cfg_.kind == OptimizerKind::AdamW)
-      v_.push_back(Tensor::zeros_like(p.value()));
+      v_.push_back(Tensor::zeros_like(value));
   }
 }
 
