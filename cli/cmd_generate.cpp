@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/input_guards.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/trace.h"
@@ -65,6 +66,7 @@ void check_flags(const GenerateArgs& a) {
       if (opt->count()) throw UsageError(opt->get_name() + " needs --sample");
   for (const std::string& s : o.stop_strings)
     if (s.empty()) throw UsageError("--stop needs a non-empty string");
+  check_stop_strings(o.stop_strings);
   if (a.stream && a.json) throw UsageError("--stream and --json cannot be combined");
   if (a.o.verify_cache && a.no_cache)
     throw UsageError(
@@ -186,8 +188,27 @@ void register_generate(CLI::App& app, Runner& run) {
         };
       const char* mode = o.use_cache ? "cached" : "uncached";
       double worst_delta = 0;
+      int bad_lines = 0;
       for (const auto& [context, text] : inputs) {
-        const std::vector<int32_t> ids = encode_input(model, tok, text, context);
+        std::vector<int32_t> ids;
+        try {
+          ids = encode_input(model, tok, text, context);
+        } catch (const Error& e) {
+          if (a->input_o->count()) throw;
+          // A bad line of stdin (blank, not UTF-8, too long...) gets its error alone.
+          ++bad_lines;
+          std::cerr << "seqtape: error: " << e.what() << "\n";
+          if (a->json)
+            std::cout << nlohmann::json{{"input", text}, {"error", e.what()}}.dump(
+                             -1, ' ', false, nlohmann::json::error_handler_t::replace)
+                      << "\n";
+          else
+            std::cout << "\n";
+          std::cout << std::flush;
+          continue;
+        }
+        check_decoding_budget(model, ids.size(), o);
+        if (!a->trace.empty()) check_trace_size(model, ids.size(), o);
         const auto t0 = std::chrono::steady_clock::now();
         GenerateResult r;
         if (!a->trace.empty()) {
@@ -247,6 +268,11 @@ void register_generate(CLI::App& app, Runner& run) {
         if (g_interrupted) break;
       }
       std::signal(SIGINT, SIG_DFL);
+      if (bad_lines > 0) {
+        std::fprintf(stderr, "seqtape: error: %d of %zu input lines could not be decoded\n",
+                     bad_lines, inputs.size());
+        return kDataError;
+      }
       if (o.verify_cache && worst_delta > 1e-4) {
         std::fprintf(stderr,
                      "verify-cache FAILED: cached and uncached logits differ by %.3g (> 1e-4)\n",

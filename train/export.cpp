@@ -5,8 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/config.h"
+#include "nn/memory_budget.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
+#include "train/tokenizer.h"
+#include "train/trainer.h"
 
 namespace seqtape {
 
@@ -17,6 +20,27 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
     cfg = ModelConfig::from_json(nlohmann::json::parse(c.config_json));
   } catch (const nlohmann::json::exception& e) {
     fail(checkpoint_path, std::string("invalid configuration: ") + e.what());
+  }
+  // The files written must describe one model, as generate requires of the checkpoint: the
+  // vocabulary's size is vocab_size, and the weights are the configuration's, name by name.
+  if (static_cast<int64_t>(c.vocab.size()) != cfg.vocab_size)
+    fail(checkpoint_path, "the vocabulary has " + std::to_string(c.vocab.size()) +
+                              " tokens, the configuration's vocab_size is " +
+                              std::to_string(cfg.vocab_size));
+  Vocab::from_tokens(c.vocab, checkpoint_path + ": vocab");  // <pad>, <bos>, <eos>, no repeats
+  check_memory_budget(decoding_memory(cfg, 1, 0, 1), "export");
+  const NamedParams expected = make_model(cfg)->named_parameters();
+  if (expected.size() != c.params.size())
+    fail(checkpoint_path, "holds " + std::to_string(c.params.size()) +
+                              " parameters, the configuration implies " +
+                              std::to_string(expected.size()));
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const Tensor& want = expected[i].second.value();
+    const NamedTensor& got = c.params[i];
+    if (got.name != expected[i].first || got.value.shape() != want.shape())
+      fail(checkpoint_path, "parameter '" + got.name + "' " + shape_str(got.value.shape()) +
+                                " does not match the configuration's '" + expected[i].first + "' " +
+                                shape_str(want.shape()));
   }
   check_finite(c.params, checkpoint_path);  // never export NaN/Inf weights
   namespace fs = std::filesystem;

@@ -15,6 +15,7 @@
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "nn/loss.h"
+#include "nn/memory_budget.h"
 #include "train/checkpoint.h"
 #include "train/plot.h"
 
@@ -225,6 +226,14 @@ void remove_stale_temp_files(const std::string& path) {
   }
 }
 
+// Tokens in the longest example, as far as the budget check needs it: its UTF-8 bytes (at least
+// its characters) plus the specials, at most max_positions.
+int64_t longest_example(const std::vector<TextPair>& pairs, const ModelConfig& cfg) {
+  size_t longest = 0;
+  for (const TextPair& p : pairs) longest = std::max(longest, p.source.size() + p.target.size());
+  return std::min<int64_t>(cfg.max_positions, static_cast<int64_t>(longest) + 3);
+}
+
 void copy_params_from(TransformerModel& model, const std::vector<NamedTensor>& saved,
                       const std::string& where) {
   auto params = model.named_parameters();
@@ -236,9 +245,10 @@ void copy_params_from(TransformerModel& model, const std::vector<NamedTensor>& s
     const NamedTensor& src = saved[i];
     if (src.name != params[i].first || src.value.shape() != dst.shape() ||
         src.value.dtype() != dst.dtype())
-      fail(where, "parameter '" + src.name + "' " + shape_str(src.value.shape()) +
-                      " does not match the model's '" + params[i].first + "' " +
-                      shape_str(dst.shape()));
+      fail(where, "parameter '" + src.name + "' " + shape_str(src.value.shape()) + " " +
+                      dtype_name(src.value.dtype()) + " does not match the model's '" +
+                      params[i].first + "' " + shape_str(dst.shape()) + " " +
+                      dtype_name(dst.dtype()));
   }
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor t = saved[i].value.to(params[i].second.dtype());
@@ -274,6 +284,10 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       fail(ckpt_path, std::string("invalid configuration: ") + e.what());
     }
   } else {
+    if (opt.model_vocab_size_given && cfg.vocab_size != static_cast<int64_t>(vocab.size()))
+      fail("train", "the configuration's vocab_size " + std::to_string(cfg.vocab_size) +
+                        " differs from the vocabulary's " + std::to_string(vocab.size()) +
+                        " tokens (leave vocab_size out to take it from the vocabulary)");
     cfg.vocab_size = static_cast<int64_t>(vocab.size());
   }
   cfg.validate();
@@ -300,6 +314,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       split = split_validation_count(pairs, static_cast<size_t>(n_valid), opt.seed);
     }
   }
+  check_memory_budget(training_memory(cfg, opt.batch, longest_example(pairs, cfg)), "train");
   Tokenizer tok(vocab);
   const bool lm = cfg.arch == Arch::DecoderOnly;
   LoaderOptions lopt;
@@ -332,7 +347,11 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     check_finite(resumed.params, ckpt_path, "parameter");
     check_finite(resumed.optimizer_state, ckpt_path, "optimizer state");
     optimizer.load_state(resumed.optimizer_state, resumed.step);
-    rng.set_state(resumed.rng_state);
+    try {
+      rng.set_state(resumed.rng_state);
+    } catch (const std::exception&) {
+      fail(ckpt_path, "invalid random-generator state (rng_state); the checkpoint cannot resume");
+    }
     try {
       loader->set_state(loader_state_from(resumed.loader_state_json, ckpt_path));
     } catch (const Error& e) {
@@ -366,8 +385,10 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       << " tokens\n";
   log << "data: " << split.train.size() << " training examples, " << split.valid.size()
       << " validation"
-      << (valid_is_train ? " (too few examples to hold any out: validating on the training set)"
-                         : "")
+      << (!valid_is_train ? ""
+          : opt.valid_max == 0
+              ? " (--valid-max 0 holds nothing out: validating on the training set)"
+              : " (too few examples to hold any out: validating on the training set)")
       << "; " << total_steps << " steps of batch " << opt.batch << ", optimizer "
       << optimizer_name(ocfg.kind) << ", lr " << opt.schedule.lr
       << (resuming ? ", resumed at step " + std::to_string(step) : "") << "\n";
