@@ -71,7 +71,7 @@ void check_trace_size(const InferenceModel& model, size_t input_tokens, const Ge
                      " tokens, --max-new " + std::to_string(o.max_new) + ", --beam " +
                      std::to_string(o.beam) + "), more than the trace limit of " +
                      std::to_string(kMaxTraceWeights) +
-                     " (about 50 MB of JSON): shorten the input or lower --max-new or --beam");
+                     " (about 25 MB of JSON): shorten the input or lower --max-new or --beam");
 }
 
 }  // namespace seqtape::cli

@@ -21,7 +21,7 @@ void check_decoding_budget(const InferenceModel& model, size_t input_tokens,
 
 // A --trace records every attention weight of every step: its size grows with the square of
 // the length. Refuses (UsageError) a run that could record more than kMaxTraceWeights.
-inline constexpr uint64_t kMaxTraceWeights = 2'000'000;  // about 50 MB of trace JSON
+inline constexpr uint64_t kMaxTraceWeights = 1'000'000;  // about 25 MB of trace JSON
 uint64_t trace_attention_weights(const ModelConfig& c, size_t input_tokens,
                                  const GenerateOptions& o);
 void check_trace_size(const InferenceModel& model, size_t input_tokens, const GenerateOptions& o);
