@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <sstream>
 
 namespace seqtape {
@@ -130,6 +131,7 @@ struct Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 };
+static_assert(std::is_nothrow_destructible_v<Buffer>, "Buffer is released during unwinding");
 
 size_t pool_bytes_in_use() {
   std::lock_guard<std::mutex> lock(pool().mu);
