@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <sstream>
 
 #include "autograd/profile.h"
@@ -66,6 +67,15 @@ Pool& pool() {
   static Pool* p = new Pool();  // never destroyed: tensors may outlive static destructors
   return *p;
 }
+// Frees every cached buffer (after an allocation failed, so that it can be retried).
+void release_cached(Pool& p) {
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (auto& list : p.free) {
+    for (void* q : list) std::free(q);
+    list.clear();
+  }
+  p.cached = 0;
+}
 int bucket_of(size_t bytes) {
   int b = 6;  // 64 bytes minimum, cache-line aligned
   while ((size_t{1} << b) < bytes) ++b;
@@ -95,6 +105,10 @@ struct Buffer {
     }
     if (!ptr) {
       ptr = std::aligned_alloc(64, size_t{1} << bucket);
+      if (!ptr) {  // give the cached buffers back to the system and try once more
+        release_cached(p);
+        ptr = std::aligned_alloc(64, size_t{1} << bucket);
+      }
       if (!ptr) {
         std::lock_guard<std::mutex> lock(p.mu);
         p.in_use -= size_t{1} << bucket;
@@ -102,21 +116,28 @@ struct Buffer {
       }
     }
   }
-  ~Buffer() {
+  // noexcept, and nothing in it may throw: it runs while a std::bad_alloc unwinds the stack,
+  // and the free list growing is itself an allocation — if that fails, the buffer is freed.
+  ~Buffer() noexcept {
     Pool& p = pool();
     size_t sz = size_t{1} << bucket;
     std::lock_guard<std::mutex> lock(p.mu);
     p.in_use -= sz;
+    bool kept = false;
     if (p.cached + sz <= kMaxCached) {
-      p.free[bucket].push_back(ptr);
-      p.cached += sz;
-    } else {
-      std::free(ptr);
+      try {
+        p.free[bucket].push_back(ptr);
+        p.cached += sz;
+        kept = true;
+      } catch (...) {
+      }
     }
+    if (!kept) std::free(ptr);
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 };
+static_assert(std::is_nothrow_destructible_v<Buffer>, "Buffer is released during unwinding");
 
 size_t pool_bytes_in_use() {
   std::lock_guard<std::mutex> lock(pool().mu);

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "nn/memory_budget.h"
 #include "train/copy_task.h"
 
 namespace seqtape::cli {
@@ -24,6 +25,7 @@ void register_gen_copy(CLI::App& app, Runner& run) {
   sub->add_option("--seed", a->o.seed, "random seed")->capture_default_str();
   sub->callback([&run, a] {
     run = [a] {
+      check_memory_budget(copy_task_memory(a->o), "gen-copy");
       CopyTask t;
       try {
         t = generate_copy_task(a->o);  // its errors are all about the flags

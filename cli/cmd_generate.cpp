@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/input_guards.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/trace.h"
@@ -53,6 +54,7 @@ void check_flags(const GenerateArgs& a) {
   if (!o.sample)
     for (CLI::Option* opt : {a.temperature_o, a.top_k_o, a.top_p_o, a.seed_o})
       if (opt->count()) throw UsageError(opt->get_name() + " needs --sample");
+  check_stop_strings(o.stop_strings);
   if (a.stream && a.json) throw UsageError("--stream and --json cannot be combined");
   if (a.o.verify_cache && a.no_cache)
     throw UsageError(
@@ -219,6 +221,19 @@ void print_result(const GenerateArgs& a, const GenerateOptions& o, const std::st
                  r.max_abs_delta, r.cache_lengths.size());
 }
 
+// The answer to a stdin line that cannot be decoded: its error on stderr, and in its place on
+// stdout an empty line (or, with --json, an object naming the input and the error).
+void print_line_error(const GenerateArgs& a, const std::string& text, const std::string& what) {
+  std::cerr << "seqtape: error: " << what << "\n";
+  if (a.json)
+    std::cout << nlohmann::json{{"input", text}, {"error", what}}.dump(
+                     -1, ' ', false, nlohmann::json::error_handler_t::replace)
+              << "\n";
+  else
+    std::cout << "\n";
+  std::cout << std::flush;
+}
+
 int run_generate(const GenerateArgs& a) {
   check_flags(a);
   GenerateOptions o = a.o;
@@ -240,8 +255,19 @@ int run_generate(const GenerateArgs& a) {
       std::fflush(stdout);
     };
   double worst_delta = 0;
+  int bad_lines = 0;
   for (const auto& [context, text] : inputs) {
-    const std::vector<int32_t> ids = encode_input(model, tok, text, context);
+    std::vector<int32_t> ids;
+    try {
+      ids = encode_input(model, tok, text, context);
+    } catch (const Error& e) {
+      if (a.input_o->count()) throw;
+      ++bad_lines;  // a bad line of stdin (blank, not UTF-8, too long...) gets its error alone
+      print_line_error(a, text, e.what());
+      continue;
+    }
+    check_decoding_budget(model, ids.size(), o);
+    if (!a.trace.empty()) check_trace_size(model, ids.size(), o);
     const auto t0 = std::chrono::steady_clock::now();
     const GenerateResult r = a.trace.empty() ? generate(model, {ids}, o).at(0)
                                              : run_traced(model, ids, o, text, a.trace);
@@ -252,6 +278,11 @@ int run_generate(const GenerateArgs& a) {
     if (g_interrupted) break;
   }
   std::signal(SIGINT, SIG_DFL);
+  if (bad_lines > 0) {
+    std::fprintf(stderr, "seqtape: error: %d of %zu input lines could not be decoded\n", bad_lines,
+                 inputs.size());
+    return kDataError;
+  }
   if (o.verify_cache && worst_delta > 1e-4) {
     std::fprintf(stderr,
                  "verify-cache FAILED: cached and uncached logits differ by %.3g (> 1e-4)\n",

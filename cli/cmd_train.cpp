@@ -7,6 +7,9 @@
 
 #include "autograd/profile.h"
 #include "cli/commands.h"
+#include "cli/config_flags.h"
+#include "nn/memory_budget.h"
+#include "train/envelope.h"
 #include "train/trainer.h"
 
 namespace seqtape::cli {
@@ -16,34 +19,12 @@ namespace {
 struct TrainArgs {
   TrainOptions o;
   std::string config_file, preset = "default", optimizer = "adam", schedule = "constant";
-  std::string arch, activation, norm, pos;
-  int64_t d_model = 0, heads = 0, enc_layers = 0, dec_layers = 0, ffn = 0, max_positions = 0;
-  double pe_base = 0, dropout = 0, weight_decay = 0;
-  bool tie = false;
-  uint64_t init_seed = 0;
-  CLI::Option *d_model_o, *heads_o, *enc_o, *dec_o, *ffn_o, *maxpos_o, *pe_base_o, *dropout_o,
-      *tie_o, *init_seed_o, *lr_o, *preset_o;
+  ConfigFlags model_flags;  // --d-model, --heads, ...: one per field of nn/config.h's table
+  double weight_decay = 0;
+  CLI::Option *lr_o, *preset_o;
   bool no_progress = false;
   bool profile = false;
 };
-
-void apply_flags(const TrainArgs& a, ModelConfig& c) {
-  if (!a.arch.empty()) c.arch = parse_arch(a.arch);
-  if (!a.activation.empty()) c.activation = parse_activation(a.activation);
-  if (!a.norm.empty()) c.norm = parse_norm_placement(a.norm);
-  if (!a.pos.empty()) c.pos_encoding = parse_pos_encoding(a.pos);
-  if (a.d_model_o->count()) c.d_model = a.d_model;
-  if (a.heads_o->count()) c.n_heads = a.heads;
-  if (a.enc_o->count()) c.n_encoder_layers = a.enc_layers;
-  if (a.dec_o->count()) c.n_decoder_layers = a.dec_layers;
-  if (a.ffn_o->count()) c.d_ff = a.ffn;
-  if (a.maxpos_o->count()) c.max_positions = a.max_positions;
-  if (a.pe_base_o->count()) c.pe_base = a.pe_base;
-  if (a.dropout_o->count()) c.dropout = a.dropout;
-  if (a.tie_o->count()) c.tie_output = a.tie;
-  if (a.init_seed_o->count()) c.init_seed = a.init_seed;
-  if (c.arch == Arch::DecoderOnly && !a.enc_o->count()) c.n_encoder_layers = 0;
-}
 
 // A bad --config file is a data error; a bad preset name or flag value (checked here by
 // validating the result) is a usage error.
@@ -51,13 +32,12 @@ ModelConfig build_config(TrainArgs& a) {
   ModelConfig c;
   if (!a.config_file.empty()) {
     if (a.preset_o->count()) throw UsageError("give --config or --preset, not both");
-    std::error_code ec;
-    if (std::filesystem::is_directory(a.config_file, ec))
-      fail(a.config_file, "is a directory, not a configuration file");
-    std::ifstream in(a.config_file);
-    if (!in) fail(a.config_file, "cannot open the configuration file");
+    const std::string text = read_user_file(a.config_file, "configuration file", kMaxConfigBytes);
     try {
-      c = ModelConfig::from_json(nlohmann::json::parse(in));
+      const nlohmann::json j = nlohmann::json::parse(text);
+      // Without vocab_size the vocabulary gives it; a given one must agree with it (train()).
+      a.o.model_vocab_size_given = j.is_object() && j.contains("vocab_size");
+      c = ModelConfig::from_json(j, /*need_vocab_size=*/false);
     } catch (const nlohmann::json::exception& e) {
       fail(a.config_file, std::string("invalid JSON: ") + e.what());
     } catch (const Error& e) {
@@ -65,9 +45,9 @@ ModelConfig build_config(TrainArgs& a) {
     }
   }
   try {
-    if (a.config_file.empty()) c = preset(a.preset, 2);  // vocab_size is set from the vocabulary
-    apply_flags(a, c);
-    c.validate();
+    if (a.config_file.empty()) c = preset(a.preset, 0);  // vocab_size: from the vocabulary
+    a.model_flags.apply(c);
+    c.validate(/*need_vocab_size=*/false);
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
@@ -145,6 +125,7 @@ int run_train(TrainArgs& a) {
   TrainOptions o = a.o;
   check_training_flags(o, a.weight_decay);
   o.model = build_config(a);
+  o.model_vocab_size_given = a.o.model_vocab_size_given;
   try {
     o.optim.kind = parse_optimizer(a.optimizer);
   } catch (const Error& e) {
@@ -183,22 +164,7 @@ void register_train(CLI::App& app, Runner& run) {
       sub->add_option("--preset", a->preset, "model preset: seed, default, small, medium, lm")
           ->capture_default_str();
   sub->add_option("--config", a->config_file, "model configuration JSON (instead of --preset)");
-  auto* g = sub->add_option_group("model", "override fields of the preset or config");
-  g->add_option("--arch", a->arch, "seq2seq | decoder_only");
-  a->d_model_o = g->add_option("--d-model", a->d_model, "model width");
-  a->heads_o = g->add_option("--heads", a->heads, "attention heads");
-  a->enc_o = g->add_option("--enc-layers", a->enc_layers, "encoder layers");
-  a->dec_o = g->add_option("--dec-layers", a->dec_layers, "decoder layers");
-  a->ffn_o = g->add_option("--ffn", a->ffn, "feed-forward width");
-  g->add_option("--activation", a->activation, "relu | gelu | tanh");
-  g->add_option("--norm", a->norm, "post | pre | none (LayerNorm placement)");
-  g->add_option("--pos", a->pos, "sinusoidal | learned | none");
-  a->pe_base_o =
-      g->add_option("--pe-base", a->pe_base, "sinusoidal PE base (the reference uses 100)");
-  a->dropout_o = g->add_option("--dropout", a->dropout, "dropout probability");
-  a->tie_o = g->add_flag("--tie", a->tie, "tie the output projection to the embedding");
-  a->maxpos_o = g->add_option("--max-positions", a->max_positions, "longest sequence");
-  a->init_seed_o = g->add_option("--init-seed", a->init_seed, "seed of the weight initialization");
+  a->model_flags.add_to(sub->add_option_group("model", "override fields of the preset or config"));
   add_training_options(*sub, *a);
   sub->callback([&run, a] { run = [a] { return run_train(*a); }; });
 }

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 
 namespace seqtape::cli {
 
@@ -25,5 +26,13 @@ void register_export(CLI::App& app, Runner& run);
 void register_generate(CLI::App& app, Runner& run);
 void register_walkthrough(CLI::App& app, Runner& run);
 void register_vocab(CLI::App& app, Runner& run);
+
+// `seqtape argv[1..]`: parses, runs the subcommand and returns its exit code; never calls
+// exit(). Callable in-process (the CLI fuzz target does).
+int run_cli(int argc, char** argv);
+// Runs `run`, mapping how it ends to an exit code with one line on stderr: UsageError 2,
+// seqtape::Error / filesystem_error / std::bad_alloc ("out of memory while <doing>") 3, any
+// other exception 4 (a bug).
+int run_guarded(const std::string& doing, const Runner& run);
 
 }  // namespace seqtape::cli

@@ -23,6 +23,15 @@ std::vector<int32_t> encode_input(const InferenceModel& model, const Tokenizer& 
                                   std::string_view text, std::string_view context) {
   const std::string where(context);
   if (text.empty()) fail(where, "empty input");
+  const int64_t P = model.config().max_positions;
+  // Refused before tokenizing: N characters make at least N / max_token_chars() tokens.
+  const auto chars = static_cast<int64_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+  if (chars > P * static_cast<int64_t>(tok.max_token_chars()))
+    fail(where, "input is " + std::to_string(chars) + " characters, too long for the model's " +
+                    "max_positions " + std::to_string(P) + " (tokens of at most " +
+                    std::to_string(tok.max_token_chars()) + " characters)");
   std::vector<int32_t> ids = tok.encode(text, context);
   const Vocab& v = model.vocab();
   if (model.seq2seq()) {
@@ -30,7 +39,6 @@ std::vector<int32_t> encode_input(const InferenceModel& model, const Tokenizer& 
   } else if (v.maybe_sep_id()) {
     ids.push_back(*v.maybe_sep_id());
   }  // without a <sep> (e.g. datasets/f15) a decoder-only model continues the text itself
-  const int64_t P = model.config().max_positions;
   if (static_cast<int64_t>(ids.size()) > P)
     fail(where, "input is " + std::to_string(ids.size()) + " tokens (with " +
                     (model.seq2seq()    ? "<eos>"

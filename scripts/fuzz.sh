@@ -5,7 +5,7 @@
 # input), an allocation over 256 MB or an RSS over 2 GB.
 #
 #   FUZZ_SECONDS=30       seconds per target (default 30)
-#   FUZZ_TARGETS="..."    subset of: checkpoint safetensors vocab tsv config
+#   FUZZ_TARGETS="..."    subset of: checkpoint safetensors vocab tsv config cli
 #
 # New corpus entries go to a temporary directory (the committed seeds stay as they are); a
 # finding is saved as build-fuzz/findings/<target>-crash-* and, once understood, belongs in
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-30}
-targets=${FUZZ_TARGETS:-"checkpoint safetensors vocab tsv config"}
+targets=${FUZZ_TARGETS:-"checkpoint safetensors vocab tsv config cli"}
 
 SEQTAPE_WITH_EXTRAS=1 ./scripts/setup.sh  # clang and libclang-rt-14-dev (libFuzzer)
 
@@ -38,16 +38,20 @@ for t in $targets; do
     safetensors) max_len=8192 dict=fuzz/dict/json.dict ;;
     config) max_len=4096 dict=fuzz/dict/json.dict ;;
     vocab | tsv) max_len=4096 dict=fuzz/dict/text.dict ;;
+    # Whole commands in-process: their own output is closed (-close_fd_mask=3).
+    cli) max_len=512 dict=fuzz/dict/cli.dict ;;
     *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;
   esac
   mkdir -p "$work/$t"
-  seeds=(fuzz/corpus/"$t")
-  [ -d fuzz/regressions/"$t" ] && seeds+=(fuzz/regressions/"$t")
+  # Absolute paths: fuzz_cli runs its commands from a directory of its own.
+  seeds=("$PWD"/fuzz/corpus/"$t")
+  [ -d fuzz/regressions/"$t" ] && seeds+=("$PWD"/fuzz/regressions/"$t")
   log=build-fuzz/fuzz_$t.log
   rc=0
-  build-fuzz/fuzz/fuzz_"$t" "$work/$t" "${seeds[@]}" ${dict:+-dict=$dict} \
+  build-fuzz/fuzz/fuzz_"$t" "$work/$t" "${seeds[@]}" ${dict:+-dict=$PWD/$dict} \
     -max_total_time="$seconds" -max_len="$max_len" -rss_limit_mb=2048 -malloc_limit_mb=256 \
-    -timeout=10 -print_final_stats=1 -artifact_prefix=build-fuzz/findings/"$t"- \
+    -timeout=10 -print_final_stats=1 -artifact_prefix="$PWD"/build-fuzz/findings/"$t"- \
+    $([ "$t" = cli ] && echo -close_fd_mask=3) \
     >"$log" 2>&1 || rc=$?
   # The last status line ("#N ... cov: C ft: F corp: ...") and the final stats.
   status=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)

@@ -1,5 +1,6 @@
 #include "train/copy_task.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <unordered_set>
 
@@ -36,6 +37,9 @@ uint64_t checked_string_space(const CopyTaskOptions& opt) {
   if (opt.min_len < 1 || opt.max_len < opt.min_len)
     fail(where, "need 1 <= min_len <= max_len (got " + std::to_string(opt.min_len) + ", " +
                     std::to_string(opt.max_len) + ")");
+  if (opt.max_len > kMaxPositions)
+    fail(where, "max_len must be at most " + std::to_string(kMaxPositions) +
+                    " (no model takes longer sequences), got " + std::to_string(opt.max_len));
   if (opt.alphabet.empty()) fail(where, "empty alphabet");
   std::unordered_set<std::string> letters;
   for (const std::string& c : opt.alphabet) {
@@ -59,6 +63,22 @@ uint64_t checked_string_space(const CopyTaskOptions& opt) {
 }
 
 }  // namespace
+
+MemoryNeed copy_task_memory(const CopyTaskOptions& opt) {
+  size_t widest = 1;  // bytes of the longest alphabet entry
+  for (const std::string& c : opt.alphabet) widest = std::max(widest, c.size());
+  const double mean_len = 0.5 * static_cast<double>(std::max<int64_t>(opt.min_len, 0) +
+                                                    std::max<int64_t>(opt.max_len, 0));
+  // Per pair: the TextPair and its two strings (a heap block each, once past 15 bytes).
+  const double per_pair =
+      static_cast<double>(sizeof(TextPair)) + 2.0 * (mean_len * static_cast<double>(widest) + 16.0);
+  const double pairs = static_cast<double>(std::max<int64_t>(opt.n_train, 0)) +
+                       static_cast<double>(std::max<int64_t>(opt.n_valid, 0));
+  const double bytes = pairs * per_pair;
+  return {bytes >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(bytes),
+          std::to_string(opt.n_train) + " training and " + std::to_string(opt.n_valid) +
+              " held-out strings of up to " + std::to_string(opt.max_len) + " characters"};
+}
 
 CopyTask generate_copy_task(const CopyTaskOptions& opt) {
   const char* where = "generate_copy_task";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/memory_budget.h"
 #include "train/dataset.h"  // TextPair, write_tsv
 
 namespace seqtape {
@@ -34,6 +35,9 @@ struct CopyTask {
 // invalid or the space of strings is too small to hold n_valid distinct strings and still
 // leave some for training.
 CopyTask generate_copy_task(const CopyTaskOptions& opt);
+
+// The memory generate_copy_task and write_copy_task need for `opt` (for check_memory_budget).
+MemoryNeed copy_task_memory(const CopyTaskOptions& opt);
 
 // Writes dir/train.tsv, dir/valid.tsv and dir/vocab.txt (Vocab::build over the alphabet, so
 // every character has an id even if the training draw missed it). Creates dir if needed.

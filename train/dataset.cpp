@@ -7,6 +7,8 @@
 #include <iterator>
 #include <numeric>
 
+#include "train/envelope.h"
+
 namespace seqtape {
 
 // ---- text ---------------------------------------------------------------------------------
@@ -45,14 +47,7 @@ std::vector<TextPair> parse_tsv(std::string_view text, const std::string& name) 
 }
 
 std::vector<TextPair> read_tsv(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail(path, "file does not exist");
-  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a TSV file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open file for reading");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(path, "error while reading file");
-  return parse_tsv(text, path);
+  return parse_tsv(read_user_file(path, "TSV file", kMaxTsvBytes), path);
 }
 
 void write_tsv(const std::string& path, const std::vector<TextPair>& pairs) {

@@ -132,9 +132,46 @@ std::string read_envelope(const std::string& path, EnvelopeKind expected_kind,
   return payload;
 }
 
+std::string read_user_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) fail(path, what + " does not exist (cannot open it)");
+    if (err == ELOOP) fail(path, "cannot open the " + what + ": a symbolic link loop (ELOOP)");
+    fail(path, "cannot open the " + what + ": " + std::strerror(err));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(path, std::string("cannot stat: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a " + what);
+  if (S_ISFIFO(st.st_mode)) fail(path, "is a FIFO (named pipe), not a regular " + what);
+  if (!S_ISREG(st.st_mode)) fail(path, "is a device or socket, not a regular " + what);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes)
+    fail(path, "the " + what + " has " + std::to_string(size) + " bytes, more than the limit of " +
+                   std::to_string(max_bytes));
+  std::string text(static_cast<size_t>(size), '\0');
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t r = ::read(fd, text.data() + done, text.size() - done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      fail(path, std::string("read failed: ") + std::strerror(errno));
+    }
+    if (r == 0) break;  // shrank meanwhile: parse what is there
+    done += static_cast<size_t>(r);
+  }
+  text.resize(done);
+  return text;
+}
+
 ReadOnlyFile::ReadOnlyFile(const std::string& path) : path_(path) {
   // O_NONBLOCK: a FIFO at `path` must not hang the open; regular files ignore it.
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0 && errno == ELOOP) fail(path, "cannot open: a symbolic link loop (ELOOP)");
   if (fd_ < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {

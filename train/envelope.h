@@ -81,6 +81,17 @@ class ReadOnlyFile {
   uint64_t size_ = 0;
 };
 
+// Reads the whole file a user named as `what` ("TSV file", "vocabulary file", ...), refusing
+// with an Error naming the path: a missing file, a symlink loop, a directory, anything that is
+// not a regular file (a FIFO, /dev/zero: opened with O_NONBLOCK and checked before any read, so
+// nothing blocks), and a file larger than `max_bytes` (checked before allocating).
+std::string read_user_file(const std::string& path, const std::string& what, uint64_t max_bytes);
+
+// Size limits of the text files a user hands to seqtape.
+inline constexpr uint64_t kMaxTsvBytes = uint64_t{1} << 30;     // 1 GiB
+inline constexpr uint64_t kMaxVocabBytes = uint64_t{64} << 20;  // 64 MiB
+inline constexpr uint64_t kMaxConfigBytes = uint64_t{1} << 20;  // 1 MiB
+
 // Test hook simulating a full disk: every later write_file_atomic fails with ENOSPC once it
 // has written `fail_after_bytes` bytes of its temp file (a value >= the file size makes the
 // final fsync fail instead, as a delayed ENOSPC does). Stays armed until cleared.

@@ -4,7 +4,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "nn/memory_budget.h"
 #include "train/safetensors.h"
+#include "train/tokenizer.h"
 #include "train/weights.h"
 
 namespace seqtape {
@@ -12,6 +14,14 @@ namespace seqtape {
 ExportReport export_checkpoint(const std::string& checkpoint_path, const std::string& out_dir) {
   Checkpoint c = load_checkpoint(checkpoint_path);
   const ModelConfig cfg = checkpoint_config(c, checkpoint_path);
+  // The files written must describe one model, as generate requires of the checkpoint: the
+  // vocabulary's size is vocab_size, and the weights are the configuration's, name by name.
+  if (static_cast<int64_t>(c.vocab.size()) != cfg.vocab_size)
+    fail(checkpoint_path, "the vocabulary has " + std::to_string(c.vocab.size()) +
+                              " tokens, the configuration's vocab_size is " +
+                              std::to_string(cfg.vocab_size));
+  Vocab::from_tokens(c.vocab, checkpoint_path + ": vocab");  // <pad>, <bos>, <eos>, no repeats
+  check_memory_budget(decoding_memory(cfg, 1, 0, 1), "export");
   check_parameters(cfg, c.params, checkpoint_path);  // the named weights, never NaN/Inf ones
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);

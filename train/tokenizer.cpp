@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "train/envelope.h"
+
 namespace seqtape {
 
 // ---- UTF-8 --------------------------------------------------------------------------------
@@ -206,11 +208,7 @@ Vocab Vocab::from_tokens(std::vector<std::string> tokens, std::string_view where
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::error_code ec;  // reading a directory through ifstream throws ios_base::failure
-  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a vocabulary file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "vocabulary file does not exist or cannot be read");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_user_file(path, "vocabulary file", kMaxVocabBytes);
   if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
   std::vector<std::string> tokens;
   std::unordered_map<std::string, int64_t> first_line;
@@ -295,52 +293,65 @@ bool Vocab::is_special(int32_t id) const {
 // ---- tokenizer ----------------------------------------------------------------------------
 
 Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
+  token_at_.push_back(-1);  // the root
   for (int32_t id = 0; id < vocab_.size(); ++id) {
     if (vocab_.is_special(id)) continue;
-    max_token_chars_ = std::max(max_token_chars_, utf8_decode(vocab_.token(id), "token").size());
+    const std::string& t = vocab_.token(id);
+    max_token_chars_ = std::max(max_token_chars_, utf8_decode(t, "token").size());
+    uint64_t node = 0;
+    for (unsigned char b : t) {
+      auto [it, fresh] = child_.emplace(node << 8 | b, static_cast<int32_t>(token_at_.size()));
+      if (fresh) token_at_.push_back(-1);
+      node = static_cast<uint64_t>(it->second);
+    }
+    token_at_[node] = id;
   }
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, std::string_view context) const {
-  // Byte offset of every character boundary, so candidate tokens are whole characters.
-  std::vector<size_t> bounds;
-  bounds.reserve(text.size() + 1);
-  size_t pos = 0;
-  while (pos < text.size()) {
+  // Validate the whole text first, so that errors name the first bad byte.
+  size_t n_chars = 0;
+  for (size_t pos = 0; pos < text.size(); ++n_chars) {
     const Utf8Char c = utf8_decode_one(text, pos);
     if (c.err != Utf8Error::kNone)
       fail(std::string(context), invalid_utf8_message(text, pos, c.err));
-    bounds.push_back(pos);
     pos += c.len;
   }
-  bounds.push_back(text.size());
-  const size_t n_chars = bounds.size() - 1;
 
   std::vector<int32_t> ids;
   ids.reserve(n_chars);
-  size_t i = 0;
-  while (i < n_chars) {
-    std::optional<int32_t> match;
-    size_t len = std::min(max_token_chars_, n_chars - i);
-    for (; len > 0; --len) {
-      auto id = vocab_.find(text.substr(bounds[i], bounds[i + len] - bounds[i]));
-      if (id && !vocab_.is_special(*id)) {
-        match = id;
-        break;
+  size_t pos = 0, i = 0;  // byte offset and character index of the next token
+  while (pos < text.size()) {
+    // Longest match: walk the trie as far as the text allows. Tokens are whole UTF-8
+    // characters, so any token end is a character boundary of the (valid) text.
+    int32_t match = -1;
+    size_t match_end = pos;
+    uint64_t node = 0;
+    for (size_t p = pos; p < text.size(); ++p) {
+      const auto it = child_.find(node << 8 | static_cast<unsigned char>(text[p]));
+      if (it == child_.end()) break;
+      node = static_cast<uint64_t>(it->second);
+      if (token_at_[node] >= 0) {
+        match = token_at_[node];
+        match_end = p + 1;
       }
     }
-    if (match) {
-      ids.push_back(*match);
-      i += len;
+    const size_t ch_len = utf8_decode_one(text, pos).len;
+    if (match >= 0) {
+      ids.push_back(match);
+      for (size_t p = pos; p < match_end; ++p)  // count the characters consumed
+        i += (static_cast<unsigned char>(text[p]) & 0xC0) != 0x80;
+      pos = match_end;
       continue;
     }
     if (!vocab_.unk_id()) {
-      const std::string_view ch = text.substr(bounds[i], bounds[i + 1] - bounds[i]);
+      const std::string_view ch = text.substr(pos, ch_len);
       fail(std::string(context), "character " + std::to_string(i + 1) + " '" + std::string(ch) +
                                      "' (" + code_point_label(utf8_decode_one(ch, 0).cp) +
                                      ") is not in the vocabulary, which has no <unk> token");
     }
     ids.push_back(*vocab_.unk_id());
+    pos += ch_len;
     ++i;
   }
   return ids;

@@ -5,6 +5,7 @@
 // The UTF-8 decoder is our own and strict, because every error a user's file can cause must
 // come back as an Error naming the file, the line and the offending bytes.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -134,10 +135,19 @@ class Tokenizer {
 
   const std::string& token_bytes(int32_t id) const { return vocab_.token(id); }
   const Vocab& vocab() const { return vocab_; }
+  // The longest non-special token, in characters (at least 1): a text of more than
+  // max_token_chars() * N characters cannot encode to N tokens or fewer.
+  size_t max_token_chars() const { return std::max<size_t>(max_token_chars_, 1); }
 
  private:
   Vocab vocab_;
   size_t max_token_chars_ = 0;  // longest non-special token, in characters
+  // A byte trie over the non-special tokens, so that the longest match at a position costs
+  // at most its length: encoding is linear in text length x longest token.
+  // Node 0 is the root; child (node << 8 | byte) -> node; token_at_[node] is the token id
+  // that ends at that node, or -1.
+  std::unordered_map<uint64_t, int32_t> child_;
+  std::vector<int32_t> token_at_;
 };
 
 }  // namespace seqtape

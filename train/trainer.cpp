@@ -14,6 +14,7 @@
 
 #include "autograd/kernels.h"
 #include "autograd/profile.h"
+#include "nn/memory_budget.h"
 #include "train/checkpoint.h"
 #include "train/model_io.h"
 #include "train/training_log.h"
@@ -81,6 +82,14 @@ void remove_stale_temp_files(const std::string& path) {
 
 // ---- setting a run up -----------------------------------------------------------------------
 
+// Tokens in the longest example, as far as the budget check needs it: its UTF-8 bytes (at least
+// its characters) plus the specials, at most max_positions.
+int64_t longest_example(const std::vector<TextPair>& pairs, const ModelConfig& cfg) {
+  size_t longest = 0;
+  for (const TextPair& p : pairs) longest = std::max(longest, p.source.size() + p.target.size());
+  return std::min<int64_t>(cfg.max_positions, static_cast<int64_t>(longest) + 3);
+}
+
 // Vocabulary and configuration: from the checkpoint when resuming, else from the options.
 void choose_vocab_and_config(const TrainOptions& opt, const std::vector<TextPair>& pairs,
                              Run& run) {
@@ -90,6 +99,10 @@ void choose_vocab_and_config(const TrainOptions& opt, const std::vector<TextPair
   } else {
     run.vocab = opt.vocab.empty() ? build_vocab(pairs) : Vocab::load(opt.vocab);
     run.cfg = opt.model;
+    if (opt.model_vocab_size_given && run.cfg.vocab_size != static_cast<int64_t>(run.vocab.size()))
+      fail("train", "the configuration's vocab_size " + std::to_string(run.cfg.vocab_size) +
+                        " differs from the vocabulary's " + std::to_string(run.vocab.size()) +
+                        " tokens (leave vocab_size out to take it from the vocabulary)");
     run.cfg.vocab_size = static_cast<int64_t>(run.vocab.size());
   }
   run.cfg.validate();
@@ -146,10 +159,22 @@ void make_model_and_optimizer(const TrainOptions& opt, Run& run) {
 // Weights, optimizer, dropout generator, data order and step from the checkpoint.
 void resume(Run& run, std::ostream& log) {
   const Checkpoint& c = run.resumed;
+  // A run resumes in the precision it was saved in (bit-identical continuation), never converted.
+  const DType want = run.params.front().second.dtype();
+  for (const NamedTensor& t : c.params)
+    if (t.value.dtype() != want)
+      fail(run.ckpt_path, "parameter '" + t.name + "' " + shape_str(t.value.shape()) + " is " +
+                              dtype_name(t.value.dtype()) + ", the model being resumed is " +
+                              dtype_name(want) +
+                              ": a run resumes in the precision it was saved in");
   load_params_into(*run.model, c.params, run.ckpt_path);
   check_finite(c.optimizer_state, run.ckpt_path, "optimizer state");
   run.optimizer->load_state(c.optimizer_state, c.step);
-  run.rng.set_state(c.rng_state);
+  try {
+    run.rng.set_state(c.rng_state);
+  } catch (const std::exception&) {
+    fail(run.ckpt_path, "invalid random-generator state (rng_state); the checkpoint cannot resume");
+  }
   try {
     run.loader->set_state(loader_state_from(c.loader_state_json, run.ckpt_path));
   } catch (const Error& e) {
@@ -173,6 +198,8 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
   std::vector<TextPair> pairs = read_tsv(opt.data);
   choose_vocab_and_config(opt, pairs, run);
   split_data(opt, std::move(pairs), run);
+  check_memory_budget(
+      training_memory(run.cfg, opt.batch, longest_example(run.split.train, run.cfg)), "train");
   make_loader(opt, run);
   make_model_and_optimizer(opt, run);
   if (run.resuming) resume(run, log);
@@ -192,8 +219,10 @@ void log_summary(const TrainOptions& opt, const Run& run, std::ostream& log) {
       << " parameters; vocabulary " << run.vocab.size() << " tokens\n";
   log << "data: " << run.split.train.size() << " training examples, " << run.split.valid.size()
       << " validation"
-      << (run.valid_is_train ? " (too few examples to hold any out: validating on the training set)"
-                             : "")
+      << (!run.valid_is_train ? ""
+          : opt.valid_max == 0
+              ? " (--valid-max 0 holds nothing out: validating on the training set)"
+              : " (too few examples to hold any out: validating on the training set)")
       << "; " << run.total_steps << " steps of batch " << opt.batch << ", optimizer "
       << optimizer_name(run.ocfg.kind) << ", lr " << opt.schedule.lr
       << (run.resuming ? ", resumed at step " + std::to_string(run.step) : "") << "\n";

@@ -29,8 +29,9 @@ struct TrainOptions {
   std::string valid_data;  // optional TSV; otherwise held out of `data`
   std::string vocab;       // optional vocabulary file; otherwise built from the data
   std::string out_dir;
-  ModelConfig model;  // vocab_size is filled from the vocabulary
-  int64_t steps = 0;  // 0: derived from epochs
+  ModelConfig model;                    // vocab_size is filled from the vocabulary...
+  bool model_vocab_size_given = false;  // ...and must equal it when this is set (--config)
+  int64_t steps = 0;                    // 0: derived from epochs
   double epochs = 0;
   int64_t batch = 32;
   OptimizerConfig optim;

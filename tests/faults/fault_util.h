@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -31,8 +32,11 @@ namespace seqtape::faults {
 
 namespace fs = std::filesystem;
 
+// SEQTAPE_CLI_UNDER_TEST=<binary> runs the tests against another build (e.g. to see the new
+// rows fail on the code before a fix).
 inline const char* cli_path() {
-  return SEQTAPE_CLI_PATH;
+  const char* other = std::getenv("SEQTAPE_CLI_UNDER_TEST");
+  return other && *other ? other : SEQTAPE_CLI_PATH;
 }
 
 using test_util::TempDir;
@@ -78,16 +82,22 @@ inline void write_file(const std::string& path, std::string_view bytes) {
 // Starts `seqtape args...` in directory `cwd` with stdout/stderr going to files; returns the
 // pid. Nothing but exec happens in the child (posix_spawn), so this is safe from a process
 // that has threads.
+// With limit_as_kb > 0 it runs under `ulimit -v limit_as_kb` (through /bin/sh), and stdin comes
+// from `in_file` (default /dev/null).
 inline pid_t spawn_cli(const std::vector<std::string>& args, const std::string& cwd,
-                       const std::string& out_file, const std::string& err_file) {
+                       const std::string& out_file, const std::string& err_file,
+                       const std::string& in_file = "/dev/null", long limit_as_kb = 0) {
   std::vector<std::string> argv_s{cli_path()};
+  if (limit_as_kb > 0)
+    argv_s = {"/bin/sh", "-c",
+              "ulimit -v " + std::to_string(limit_as_kb) + " && exec \"$0\" \"$@\"", cli_path()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, in_file.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
@@ -114,20 +124,25 @@ struct CliResult {
   std::string out, err;
 };
 
-// Runs `seqtape args...` in `cwd` to completion.
-inline CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd) {
+// Runs `seqtape args...` in `cwd` to completion, with `stdin_text` on its stdin and, when
+// limit_as_kb > 0, an address-space limit.
+inline CliResult run_cli(const std::vector<std::string>& args, const std::string& cwd,
+                         const std::string& stdin_text = "", long limit_as_kb = 0) {
   static std::atomic<int> counter{0};
   const std::string base =
       (fs::temp_directory_path() /
        ("seqtape_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
           .string();
+  write_file(base + ".in", stdin_text);
   CliResult r;
-  r.exit_code = wait_child(spawn_cli(args, cwd, base + ".out", base + ".err"));
+  r.exit_code =
+      wait_child(spawn_cli(args, cwd, base + ".out", base + ".err", base + ".in", limit_as_kb));
   r.out = read_file(base + ".out");
   r.err = read_file(base + ".err");
   std::error_code ec;
   fs::remove(base + ".out", ec);
   fs::remove(base + ".err", ec);
+  fs::remove(base + ".in", ec);
   return r;
 }
 

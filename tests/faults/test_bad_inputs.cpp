@@ -7,7 +7,9 @@
 //   --gtest_filter=BadInputsDoc.*
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -118,6 +120,30 @@ class Workspace {
     save_as("vocab_mismatch", vocab);
 
     put("a_file", "not a directory\n");
+
+    // Issue 11: special files, huge sparse files, links that loop.
+    ::mkfifo(dir_.file("bad/fifo").c_str(), 0644);
+    fs::create_symlink("loop", dir_.path() / "bad/loop");
+    for (const char* name : {"bad/huge.tsv", "bad/huge_vocab.txt", "bad/huge_config.json"}) {
+      put(name, "");
+      fs::resize_file(dir_.file(name), uint64_t{5} << 30);  // 5 GiB, sparse
+    }
+    put("bad/config_huge_vocab.json", R"({"vocab_size": 1000000000000})");
+    put("bad/config_no_vocab_size.json",
+        R"({"d_model": 4, "n_heads": 1, "d_ff": 16, "pe_base": 100.0})");
+    put("bad/config_wrong_vocab_size.json",
+        R"({"vocab_size": 10, "d_model": 4, "n_heads": 1, "d_ff": 16})");
+    Checkpoint huge_pos = c;  // checksum-valid, max_positions beyond int32
+    auto hp = nlohmann::json::parse(huge_pos.config_json);
+    hp["max_positions"] = 4294967596LL;
+    huge_pos.config_json = hp.dump();
+    save_as("huge_max_positions", huge_pos);
+    Checkpoint bad_rng = c;
+    bad_rng.rng_state = "not a generator state";
+    save_as("bad_rng", bad_rng);
+    Checkpoint f64 = c;  // float64 parameters: same shapes, another dtype
+    for (auto& p : f64.params) p.value = p.value.to(DType::F64);
+    save_as("float64_params", f64);
   }
 
   TempDir dir_{"badinput"};
@@ -129,6 +155,7 @@ struct Row {
   std::vector<std::string> args;
   int exit_code;
   std::vector<std::string> words;  // each must appear in stderr
+  std::string stdin_text = {};     // fed to the command's stdin
 };
 
 // Shorthands for the commands most rows start from.
@@ -162,6 +189,12 @@ std::vector<std::string> generate_from(const std::string& ck) {
 }
 
 constexpr int kUsage = 2, kData = 3;
+
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
 
 const std::vector<Row>& rows() {
   static const std::vector<Row> r = {
@@ -374,10 +407,10 @@ const std::vector<Row>& rows() {
        kUsage,
        {"--warmup"}},
       {"train_model_too_large",
-       "--d-model 2^40 (more memory than exists)",
-       train_with({"--d-model", "1099511627776", "--heads", "1"}),
+       "--d-model 65536 --ffn 262144 (in bounds, more memory than exists)",
+       train_with({"--d-model", "65536", "--heads", "1", "--ffn", "262144"}),
        kData,
-       {"too large"}},
+       {"too large", "needs", "TiB", "available"}},
       {"train_out_is_a_file",
        "--out names an existing file",
        train_with({"--out", "a_file"}),
@@ -622,6 +655,166 @@ const std::vector<Row>& rows() {
        {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--suppress", "<eot>"},
        kUsage,
        {"--suppress", "'<eot>'", "vocabulary"}},
+      // ---- issue 11: hostile sizes, special files, inconsistent checkpoints --------------------
+      {"i11_max_positions_beyond_int32",
+       "--max-positions 4294967596 (wraps to 300 as int)",
+       train_with({"--max-positions", "4294967596"}),
+       kUsage,
+       {"max_positions", "1048576"}},
+      {"i11_max_positions_2_31",
+       "--max-positions 2^31",
+       train_with({"--max-positions", "2147483648"}),
+       kUsage,
+       {"max_positions"}},
+      {"i11_checkpoint_max_positions_beyond_int32",
+       "checksum-valid checkpoint with max_positions 4294967596",
+       generate_from("huge_max_positions"),
+       kData,
+       {"max_positions", "4294967596"}},
+      {"i11_dec_layers_20000",
+       "--dec-layers 20000",
+       train_with({"--dec-layers", "20000"}),
+       kUsage,
+       {"n_decoder_layers", "20000"}},
+      {"i11_enc_layers_1e9",
+       "--enc-layers 1000000000",
+       train_with({"--enc-layers", "1000000000"}),
+       kUsage,
+       {"n_encoder_layers"}},
+      {"i11_vocab_size_config_huge",
+       "--config with vocab_size 10^12",
+       {"train", "--data", "data/train.tsv", "--out", "out", "--steps", "1", "--config",
+        "bad/config_huge_vocab.json"},
+       kData,
+       {"vocab_size"}},
+      {"i11_data_dev_zero",
+       "--data /dev/zero",
+       train_with({"--data", "/dev/zero"}),
+       kData,
+       {"/dev/zero", "not a regular"}},
+      {"i11_data_huge",
+       "a 5 GiB --data file",
+       train_with({"--data", "bad/huge.tsv"}),
+       kData,
+       {"bad/huge.tsv", "5368709120 bytes", "limit"}},
+      {"i11_vocab_huge",
+       "a 5 GiB --vocab file",
+       train_with({"--vocab", "bad/huge_vocab.txt"}),
+       kData,
+       {"bad/huge_vocab.txt", "limit"}},
+      {"i11_config_huge",
+       "a 5 GiB --config file",
+       {"train", "--data", "data/train.tsv", "--out", "out", "--steps", "1", "--config",
+        "bad/huge_config.json"},
+       kData,
+       {"bad/huge_config.json", "limit"}},
+      {"i11_data_fifo",
+       "a FIFO as --data",
+       train_with({"--data", "bad/fifo"}),
+       kData,
+       {"bad/fifo", "FIFO"}},
+      {"i11_vocab_fifo",
+       "a FIFO as --vocab",
+       train_with({"--vocab", "bad/fifo"}),
+       kData,
+       {"bad/fifo", "FIFO"}},
+      {"i11_config_fifo",
+       "a FIFO as --config",
+       {"train", "--data", "data/train.tsv", "--out", "out", "--steps", "1", "--config",
+        "bad/fifo"},
+       kData,
+       {"bad/fifo", "FIFO"}},
+      {"i11_data_symlink_loop",
+       "a symlink loop as --data",
+       train_with({"--data", "bad/loop"}),
+       kData,
+       {"bad/loop", "symbolic link loop"}},
+      {"i11_model_symlink_loop",
+       "a symlink loop as --model",
+       {"generate", "--model", "bad/loop", "--input", "今天"},
+       kData,
+       {"bad/loop", "symbolic link loop"}},
+      {"i11_gen_copy_max_len_1e9",
+       "gen-copy --max-len 1000000000",
+       {"gen-copy", "--out", "gc", "--max-len", "1000000000"},
+       kData,
+       {"too large", "needs", "available"}},
+      {"i11_gen_copy_train_1e12",
+       "gen-copy --train 1000000000000",
+       {"gen-copy", "--out", "gc", "--train", "1000000000000"},
+       kData,
+       {"too large", "needs", "available"}},
+      {"i11_gen_copy_max_len_in_budget",
+       "gen-copy --train 1 --valid 1 --max-len 1000000000",
+       {"gen-copy", "--out", "gc", "--train", "1", "--valid", "1", "--max-len", "1000000000"},
+       kUsage,
+       {"max_len", "1048576"}},
+      {"i11_generate_huge_beam",
+       "generate --beam 1000000000",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--beam", "1000000000",
+        "--n-best", "1"},
+       kData,
+       {"too large", "beam", "available"}},
+      {"i11_stop_not_utf8",
+       "--stop text that is not UTF-8, with --json",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--stop", "\xa4\xa7",
+        "--json"},
+       kUsage,
+       {"--stop", "invalid UTF-8"}},
+      {"i11_stop_not_utf8_plain",
+       "--stop text that is not UTF-8",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--stop", "\xa4"},
+       kUsage,
+       {"--stop", "invalid UTF-8"}},
+      {"i11_input_too_long",
+       "a 100,000-character line on stdin (refused before tokenizing)",
+       {"generate", "--model", "run/checkpoint.bin"},
+       kData,
+       {"stdin:1", "100000 characters", "max_positions"},
+       repeat("今", 100000) + "\n"},
+      {"i11_resume_bad_rng_state",
+       "checksum-valid checkpoint with a bad RNG state",
+       resume_from("bad_rng"),
+       kData,
+       {"ck_bad_rng/checkpoint.bin", "rng_state"}},
+      {"i11_export_vocab_mismatch",
+       "export of a checkpoint whose vocabulary and config disagree",
+       export_from("vocab_mismatch"),
+       kData,
+       {"vocab_size", "44 tokens"}},
+      {"i11_export_other_model",
+       "export of a checkpoint whose weights belong to another model",
+       export_from("other_model"),
+       kData,
+       {"embed.weight", "[45,4]", "[45,8]"}},
+      {"i11_resume_float64_params",
+       "checkpoint with float64 parameters",
+       resume_from("float64_params"),
+       kData,
+       {"float64", "float32"}},
+      {"i11_stdin_blank_line",
+       "a blank line among generate's stdin lines (the others are answered)",
+       {"generate", "--model", "run/checkpoint.bin"},
+       kData,
+       {"stdin:2", "empty input", "1 of 3 input lines"},
+       "今天\n\n天气\n"},
+      {"i11_config_wrong_vocab_size",
+       "--config whose vocab_size disagrees with the vocabulary",
+       {"train", "--data", "data/train.tsv", "--out", "out", "--steps", "1", "--eval-max", "1",
+        "--no-progress", "--config", "bad/config_wrong_vocab_size.json"},
+       kData,
+       {"vocab_size 10", "differs"}},
+      {"i11_empty_arg_then_unknown_flag",
+       "an empty word, then an unknown flag (CLI11 looped forever; found by fuzz_cli)",
+       train_with({"", "--presep-k", "2d"}),
+       kUsage,
+       {"argument 13 is empty"}},
+      {"i11_trace_too_big",
+       "--trace of a 200-character input, --max-new 255, --beam 8",
+       {"generate", "--model", "run/checkpoint.bin", "--input", repeat("今", 200), "--max-new",
+        "255", "--beam", "8", "--trace", "t.json"},
+       kUsage,
+       {"--trace", "attention weights", "limit"}},
   };
   return r;
 }
@@ -649,7 +842,26 @@ std::string shell_word(const std::string& a) {
 
 std::string command_line(const Row& row) {
   std::string s = "seqtape";
-  for (const auto& a : row.args) s += " " + shell_word(a);
+  const std::string unit = "今";
+  const size_t n_units = row.stdin_text.size() / unit.size();
+  if (row.stdin_text.size() > 64 &&
+      row.stdin_text == repeat(unit, static_cast<int>(n_units)) + "\n") {
+    s = "printf '" + unit + "%.0s' {1.." + std::to_string(n_units) + "} | seqtape";
+  } else if (!row.stdin_text.empty()) {
+    std::string esc;
+    for (char c : row.stdin_text) esc += c == '\n' ? std::string("\\n") : std::string(1, c);
+    s = "printf '" + esc + "' | seqtape";
+  }
+  for (const auto& a : row.args) {
+    // A long run of one character (the too-long inputs) as the shell expression that makes it.
+    const std::string unit = "今";
+    if (a.size() > 64 && a.size() % unit.size() == 0 &&
+        a == repeat(unit, static_cast<int>(a.size() / unit.size()))) {
+      s += " \"$(printf '" + unit + "%.0s' {1.." + std::to_string(a.size() / unit.size()) + "})\"";
+      continue;
+    }
+    s += " " + shell_word(a);
+  }
   return s;
 }
 
@@ -661,7 +873,7 @@ class BadInput : public ::testing::TestWithParam<Row> {};
 
 TEST_P(BadInput, ExitsWithItsClassAndSaysWhatIsWrong) {
   const Row& row = GetParam();
-  const CliResult r = run_cli(row.args, Workspace::get().dir());
+  const CliResult r = run_cli(row.args, Workspace::get().dir(), row.stdin_text);
   SCOPED_TRACE(command_line(row) + "\nstderr: " + r.err + "\nstdout: " + r.out.substr(0, 400));
   EXPECT_EQ(r.exit_code, row.exit_code);
   EXPECT_NE(r.exit_code, 4) << "an internal error for a user's mistake";
@@ -694,6 +906,62 @@ TEST(GenerateCli, EndTokenEndsLikeEos) {
   EXPECT_EQ(ended["tokens"].size(), 0u) << ended.dump();
   EXPECT_EQ(ended["stop_reason"], "eos");
   EXPECT_EQ(ended["cache_lengths"].size(), 1u);  // one step: the end token was selected there
+}
+
+// ---- issue 11: the good side of the fixes ---------------------------------------------------
+
+// A --config without vocab_size takes it from the vocabulary (it used to be refused).
+TEST(Issue11, ConfigWithoutVocabSizeTakesItFromTheVocabulary) {
+  const CliResult r =
+      run_cli({"train", "--data", "data/train.tsv", "--out", "out_novocab", "--steps", "1",
+               "--eval-max", "1", "--no-progress", "--config", "bad/config_no_vocab_size.json"},
+              Workspace::get().dir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string dir = Workspace::get().dir() + "/out_novocab/";
+  const auto cfg = nlohmann::json::parse(read_file(dir + "config.json"));
+  const std::string vocab = read_file(dir + "vocab.txt");
+  EXPECT_EQ(cfg["vocab_size"], std::count(vocab.begin(), vocab.end(), '\n'));
+  EXPECT_EQ(cfg["d_model"], 4);
+}
+
+// --valid-max 0 says so, instead of "too few examples".
+TEST(Issue11, ValidMaxZeroIsNamed) {
+  const CliResult r =
+      run_cli(train_with({"--out", "out_vmax", "--valid-fraction", "0.5", "--valid-max", "0"}),
+              Workspace::get().dir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--valid-max 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("too few examples"), std::string::npos) << r.out;
+}
+
+// Under a 4 GiB address-space limit, a model in bounds but far beyond it is refused before
+// allocating, naming RLIMIT_AS (it used to end in std::bad_alloc: exit 134).
+TEST(Issue11, AddressSpaceLimitIsRespected) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow address space: no ulimit -v";
+#endif
+  const CliResult r = run_cli(train_with({"--out", "out_rlimit", "--dec-layers", "1000",
+                                          "--d-model", "512", "--heads", "1", "--ffn", "2048"}),
+                              Workspace::get().dir(), "", 4L << 20);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("needs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("RLIMIT_AS"), std::string::npos) << r.err;
+}
+
+// A blank stdin line is answered with its own error; the lines around it are decoded.
+TEST(Issue11, BlankStdinLineLeavesTheOthersDecoded) {
+  const CliResult r = run_cli({"generate", "--model", "run/checkpoint.bin", "--json"},
+                              Workspace::get().dir(), "今天\n\n天气\n");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<nlohmann::json> out;
+  for (std::string l; std::getline(lines, l);) out.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(out.size(), 3u) << r.out;
+  EXPECT_EQ(out[0]["input"], "今天");
+  EXPECT_TRUE(out[0].contains("text"));
+  EXPECT_TRUE(out[1].contains("error"));
+  EXPECT_EQ(out[2]["input"], "天气");
+  EXPECT_TRUE(out[2].contains("text"));
 }
 
 // ---- docs/bad_inputs.md --------------------------------------------------------------------
@@ -746,7 +1014,7 @@ TEST(BadInputsDoc, WriteTheTable) {
         "|---|---|---|---|---|\n";
   int n = 0;
   for (const Row& row : rows()) {
-    const CliResult r = run_cli(row.args, Workspace::get().dir());
+    const CliResult r = run_cli(row.args, Workspace::get().dir(), row.stdin_text);
     md << "| " << ++n << " | " << cell(row.what) << " | " << code_cell(command_line(row)) << " | "
        << r.exit_code << " | " << code_cell(r.err) << " |\n";
   }
@@ -768,6 +1036,22 @@ The other fault tests in `tests/faults/`, for the record:
   that the loss does not see (ReLU) is refused at the next save.
 - `FuzzRegressions.*`: every input under `fuzz/regressions/` and every seed under
   `fuzz/corpus/` through the fuzz targets' code (see `fuzz/README.md`).
+- `Issue11.*`: a `--config` without `vocab_size` trains with the vocabulary's size;
+  `--valid-max 0` is named as such in the log; under `ulimit -v 4194304` a model within the
+  field bounds but far beyond the limit is refused before allocating (exit 3, naming
+  `RLIMIT_AS`; it used to abort with exit 134 in `std::bad_alloc`); a blank line among
+  `generate`'s stdin lines gets its own error while the lines around it are decoded.
+- `CliBoundary.*`: `std::bad_alloc` escaping a command is exit 3 "out of memory while running
+  seqtape <command>", never 134 or "internal error"; the whole command line runs in-process
+  (`cli::run_cli`, as the `fuzz_cli` target runs it) under a memory budget.
+
+Limits behind the issue-11 rows: every model-configuration field has bounds (`nn/config.cpp`'s
+field table: `max_positions` at most 2^20, widths 2^16, layers 1024, vocabulary 2^21); the
+memory a run needs (parameters, gradients, Adam state and activations; for `generate` the
+weights, beam x length KV cache and logits; for `gen-copy` the strings) is estimated first and
+compared with MemAvailable and RLIMIT_AS (`nn/memory_budget.h`); text files are read only if
+they are regular files under 1 GiB (TSV), 64 MiB (vocabulary) or 1 MiB (configuration); a
+`--trace` may record at most 1,000,000 attention weights (about 25 MB of JSON).
 )";
   write_file(path, md.str());
   std::printf("[          ] wrote %d rows to %s\n", n, path);

@@ -250,3 +250,30 @@ TEST(Utf8StreamBuffer, FinishFlushesAnIncompleteTailAndInvalidBytesPassThrough) 
 
 }  // namespace
 }  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+// Issue 11: with a very long token in the vocabulary, longest match used to build and hash
+// every candidate substring up to that length at every position (cubic in the line length:
+// a 100k-character line ran past 60 s). The trie walk stops at the first byte no token
+// continues with, so this line of 5000 'a' against a 5000-character token ending in 'b' costs
+// about 5000^2 / 2 trie steps.
+TEST(Tokenizer, LongTokenKeepsEncodingLinearInLengthTimesLongestToken) {
+  std::vector<std::string> tokens = {"<pad>", "<bos>", "<eos>", "<unk>", "a", "aa"};
+  tokens.push_back(std::string(4999, 'a') + "b");
+  const Tokenizer tok(Vocab::from_tokens(tokens, "test"));
+  EXPECT_EQ(tok.max_token_chars(), 5000u);
+  const std::vector<int32_t> ids = tok.encode(std::string(5001, 'a'));
+  ASSERT_EQ(ids.size(), 2501u);  // 2500 x "aa", then "a"
+  EXPECT_EQ(ids.front(), 5);
+  EXPECT_EQ(ids.back(), 4);
+  // ... and the long token still wins where it matches.
+  const std::vector<int32_t> one = tok.encode(std::string(4999, 'a') + "ba");
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_EQ(one[0], 6);
+  EXPECT_EQ(one[1], 4);
+}
+
+}  // namespace
+}  // namespace seqtape
