@@ -4,7 +4,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "train/envelope.h"
 #include "train/safetensors.h"
+#include "train/subword.h"
+#include "train/text_codec.h"
 #include "train/weights.h"
 
 namespace seqtape {
@@ -13,6 +16,9 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
   Checkpoint c = load_checkpoint(checkpoint_path);
   const ModelConfig cfg = checkpoint_config(c, checkpoint_path);
   check_parameters(cfg, c.params, checkpoint_path);  // the named weights, never NaN/Inf ones
+  // The tokenizer, checked before anything is written (a malformed SentencePiece model).
+  codec_from_parts(c.tokenizer_kind, Vocab::from_tokens(c.vocab, checkpoint_path + ": vocab"),
+                   c.tokenizer_model, checkpoint_path);
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
   const fs::path dir(out_dir);
@@ -27,6 +33,8 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
   std::ofstream v(dir / "vocab.txt");
   for (const auto& t : c.vocab) v << t << "\n";
   if (!v) fail((dir / "vocab.txt").string(), "could not be written");
+  if (c.tokenizer_kind == kSentencePieceCodec)  // the model that turns text into these ids
+    write_file_atomic((dir / kJointModelFile).string(), {std::string_view(c.tokenizer_model)});
   return r;
 }
 
