@@ -64,8 +64,11 @@ bool truncate(LmExample& e, size_t P) {
 template <class Ex>
 void erase_flagged(std::vector<Ex>& v, const std::vector<uint8_t>& drop) {
   size_t w = 0;
-  for (size_t i = 0; i < v.size(); ++i)
-    if (!drop[i]) v[w++] = std::move(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (drop[i]) continue;
+    if (w != i) v[w] = std::move(v[i]);  // never self-move: that empties a vector
+    ++w;
+  }
   v.resize(w);
 }
 

@@ -57,7 +57,9 @@ TEST(TokenBatching, BatchesKeepTheBudgetAndCoverEveryExampleOncePerEpoch) {
         ++seen[i];
         longest = std::max(longest, cost(ex[i]));
       }
-      if (batch.B > 1) EXPECT_LE(batch.B * longest, 64) << "batch " << b;
+      if (batch.B > 1) {
+        EXPECT_LE(batch.B * longest, 64) << "batch " << b;
+      }
       EXPECT_EQ(batch.S, longest);  // the budget counts what the batch pads to
     }
     for (size_t i = 0; i < ex.size(); ++i) ASSERT_EQ(seen[i], 1) << "example " << i;
