@@ -239,7 +239,7 @@ int run_generate(const GenerateArgs& a) {
   GenerateOptions o = a.o;
   o.use_cache = !a.no_cache;
   InferenceModel model = InferenceModel::load(a.model);
-  Tokenizer tok(model.vocab());
+  const TextCodec& tok = model.codec();  // the checkpoint's tokenizer
   if (!a.end_tokens.empty()) {
     o.end_ids = {model.vocab().eos_id()};
     for (int32_t id : token_ids(model, a.model, "--end", a.end_tokens)) o.end_ids.push_back(id);

@@ -24,6 +24,7 @@ struct TrainArgs {
   CLI::Option *lr_o, *preset_o;
   bool no_progress = false;
   bool profile = false;
+  std::string too_long = "error";
 };
 
 // A bad --config file is a data error; a bad preset name or flag value (checked here by
@@ -85,6 +86,16 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_option("--batch", a.o.batch, "examples per batch")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sub.add_option("--batch-tokens", a.o.batch_tokens,
+                 "batches of about N padded tokens from length-sorted pools instead of --batch "
+                 "examples (0: off)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--accum", a.o.accum,
+                 "gradient accumulation: each step sums the gradients of K batches (the mean "
+                 "over all their label tokens)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   a.lr_o = sub.add_option("--lr", a.o.schedule.lr, "learning rate (peak, with --warmup)")
                ->capture_default_str();
   sub.add_option("--warmup", a.o.schedule.warmup,
@@ -100,6 +111,11 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
       ->capture_default_str();
   sub.add_option("--threads", a.o.threads, "OpenBLAS threads (0: library default)")
       ->capture_default_str();
+  sub.add_option("--too-long", a.too_long,
+                 "an example longer than max_positions: error (naming file:line), skip, or "
+                 "truncate (validation examples are skipped, not truncated)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"error", "skip", "truncate"}));
   sub.add_option("--valid-fraction", a.o.valid_fraction, "fraction of --data held out")
       ->capture_default_str();
   sub.add_option("--valid-max", a.o.valid_max, "at most this many held out")->capture_default_str();
@@ -134,11 +150,28 @@ int run_train(TrainArgs& a) {
   o.optim.weight_decay = a.weight_decay;
   if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
   if (a.no_progress) o.progress = 0;
+  o.too_long = parse_too_long(a.too_long);
   profile::set_enabled(a.profile);
   TrainReport r = train(o, std::cout);
-  std::printf("trained steps %lld..%lld in %.2f s (%.0f tokens/s); final loss %.5f\n",
+  std::printf("trained steps %lld..%lld in %.2f s (%.0f tokens/s)",
               static_cast<long long>(r.first_step), static_cast<long long>(r.last_step), r.seconds,
-              r.tokens_per_second, r.losses.empty() ? 0.0 : r.losses.back());
+              r.tokens_per_second);
+  if (!r.losses.empty()) {
+    // The last log line's loss is the mean over its logging window (the steps since the
+    // previous line): name both figures.
+    int64_t prev = r.first_step - 1;
+    for (int64_t st = r.first_step; st < r.last_step; ++st)
+      if (st % o.log_every == 0 || st == r.first_step) prev = st;
+    double sum = 0;
+    for (int64_t st = prev + 1; st <= r.last_step; ++st)
+      sum += r.losses[static_cast<size_t>(st - r.first_step)];
+    std::printf(
+        "; loss of the last batch %.5f, mean over the last logging window (steps "
+        "%lld..%lld) %.5f",
+        r.losses.back(), static_cast<long long>(prev + 1), static_cast<long long>(r.last_step),
+        sum / static_cast<double>(r.last_step - prev));
+  }
+  std::printf("\n");
   if (a.profile) std::fputs(profile::report("training step profile").c_str(), stdout);
   return kOk;
 }
@@ -156,8 +189,10 @@ void register_train(CLI::App& app, Runner& run) {
       ->required();
   sub->add_option("--valid", o.valid_data, "validation TSV (default: hold out part of --data)");
   sub->add_option("--vocab", o.vocab,
-                  "vocabulary file, one token per line in id order (default: built from the data "
-                  "with <pad> <bos> <eos> <unk> <sep> first)");
+                  "a character vocabulary file, one token per line in id order, or a directory "
+                  "written by `seqtape vocab` (a joint SentencePiece model, spm.model; the "
+                  "checkpoint carries it) (default: characters of the data, with <pad> <bos> "
+                  "<eos> <unk> <sep> first)");
   sub->add_option("--out", o.out_dir, "output directory (checkpoint, metrics.csv, loss.svg)")
       ->required();
   a->preset_o =
@@ -166,6 +201,17 @@ void register_train(CLI::App& app, Runner& run) {
   sub->add_option("--config", a->config_file, "model configuration JSON (instead of --preset)");
   a->model_flags.add_to(sub->add_option_group("model", "override fields of the preset or config"));
   add_training_options(*sub, *a);
+  sub->footer(
+      "Examples:\n"
+      "  seqtape train --data datasets/reference/copy.tsv --preset seed --steps 300 --lr 0.02 "
+      "--out runs/ref\n"
+      "  seqtape train --data train.tsv --valid valid.tsv --preset small --epochs 20 --out runs/a\n"
+      "  seqtape vocab --data train.tsv --type unigram --size 4000 --out vocab/ && \\\n"
+      "    seqtape train --data train.tsv --vocab vocab/ --batch-tokens 4096 --accum 2 --steps "
+      "5000 --out runs/sp\n"
+      "  seqtape train --data train.tsv --too-long skip --steps 1000 --out runs/b   skip examples "
+      "longer than max_positions\n"
+      "  seqtape train --data train.tsv --steps 2000 --out runs/a --resume     continue runs/a");
   sub->callback([&run, a] { run = [a] { return run_train(*a); }; });
 }
 

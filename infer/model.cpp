@@ -89,7 +89,10 @@ void transpose_decoder_layer(DecoderLayerParams& l, bool seq2seq) {
 InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
                                const std::vector<NamedTensor>& params, const std::string& where,
                                WeightLayout layout)
-    : cfg_(cfg), vocab_(std::move(vocab)), layout_(layout) {
+    : cfg_(cfg),
+      vocab_(std::move(vocab)),
+      codec_(std::make_shared<const CharCodec>(vocab_)),
+      layout_(layout) {
   try {
     cfg_.validate();
   } catch (const Error& e) {
@@ -160,7 +163,12 @@ InferenceModel InferenceModel::load(const std::string& path, WeightLayout layout
     fail(path, std::string("invalid model configuration: ") + e.what());
   }
   Vocab vocab = Vocab::from_tokens(ckpt.vocab, path + ": vocab");
-  return InferenceModel(cfg, std::move(vocab), ckpt.params, path, layout);
+  // A malformed embedded SentencePiece model is an Error naming the file.
+  std::shared_ptr<const TextCodec> codec =
+      codec_from_parts(ckpt.tokenizer_kind, vocab, std::move(ckpt.tokenizer_model), path);
+  InferenceModel m(cfg, std::move(vocab), ckpt.params, path, layout);
+  m.codec_ = std::move(codec);
+  return m;
 }
 
 }  // namespace seqtape

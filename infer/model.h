@@ -11,6 +11,7 @@
 // Dimension key: V vocabulary, C d_model, F d_ff, P max_positions.
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,7 +19,8 @@
 #include "autograd/tensor.h"
 #include "nn/config.h"
 #include "train/checkpoint.h"  // NamedTensor
-#include "train/tokenizer.h"   // Vocab
+#include "train/text_codec.h"
+#include "train/tokenizer.h"  // Vocab
 
 namespace seqtape {
 
@@ -84,6 +86,9 @@ class InferenceModel {
 
   const ModelConfig& config() const { return cfg_; }
   const Vocab& vocab() const { return vocab_; }
+  // Text <-> ids: the checkpoint's tokenizer (a SentencePiece model when it carries one), else
+  // the character tokenizer over vocab().
+  const TextCodec& codec() const { return *codec_; }
   bool seq2seq() const { return cfg_.arch == Arch::Seq2Seq; }
 
   const Tensor& embed() const { return embed_; }          // [V, C]
@@ -106,6 +111,7 @@ class InferenceModel {
  private:
   ModelConfig cfg_;
   Vocab vocab_;
+  std::shared_ptr<const TextCodec> codec_;
   Tensor embed_, positions_, out_w_, out_b_;
   bool tied_ = false;
   WeightLayout layout_ = WeightLayout::Training;

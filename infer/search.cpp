@@ -21,6 +21,11 @@ std::vector<GenerateResult> generate(const InferenceModel& model,
 
 std::vector<int32_t> encode_input(const InferenceModel& model, const Tokenizer& tok,
                                   std::string_view text, std::string_view context) {
+  return encode_input(model, CharCodec(tok.vocab()), text, context);
+}
+
+std::vector<int32_t> encode_input(const InferenceModel& model, const TextCodec& tok,
+                                  std::string_view text, std::string_view context) {
   const std::string where(context);
   if (text.empty()) fail(where, "empty input");
   const int64_t P = model.config().max_positions;

@@ -49,8 +49,11 @@ SearchContext::SearchContext(const InferenceModel& m, const std::vector<std::vec
   check_token_ids("end token", end_ids, V);
   check_token_ids("suppressed token", o.suppress_ids, V);
   for (int32_t e : end_ids) is_end[size_t(e)] = 1;
-  Tokenizer tok(vocab);
-  for (int32_t v = 0; v < V; ++v) pieces.push_back(tok.decode(std::span<const int32_t>(&v, 1)));
+  const TextCodec& codec = m.codec();
+  for (int32_t v = 0; v < V; ++v) {
+    pieces.push_back(codec.token_text(v, false));
+    first_pieces.push_back(codec.token_text(v, true));
+  }
   check_inputs(m, in);
   const int64_t P = m.config().max_positions;
   for (const std::vector<int32_t>& input : in) {
@@ -76,8 +79,12 @@ std::optional<StopReason> SearchContext::extend(size_t input, int32_t token,
                                                 std::vector<int32_t>& tokens,
                                                 OutputText& text) const {
   if (is_end[size_t(token)]) return StopReason::Eos;
+  // `first` of TextCodec::token_text: no text token yet (SentencePiece drops its leading space).
+  const Vocab& vocab = model.vocab();
+  const bool first =
+      std::ranges::all_of(tokens, [&](int32_t t) { return is_control_token(vocab, t); });
   tokens.push_back(token);
-  if (text.append(pieces[size_t(token)])) return StopReason::StopString;
+  if (text.append((first ? first_pieces : pieces)[size_t(token)])) return StopReason::StopString;
   if (static_cast<int64_t>(tokens.size()) >= limit[input]) return StopReason::Length;
   return std::nullopt;
 }

@@ -34,6 +34,7 @@ struct SearchContext {
   std::vector<int32_t> end_ids;
   std::vector<uint8_t> is_end;                   // [V]
   std::vector<std::string> pieces;               // [V] text of each token (specials: "")
+  std::vector<std::string> first_pieces;         // [V] the same before any text token (TextCodec)
   std::vector<int64_t> limit;                    // [B] max new tokens (max_new, positions)
   std::vector<std::vector<int32_t>> first_feed;  // [B] <bos>, or the prompt
   int64_t capacity = 0;                          // positions a row may process

@@ -104,7 +104,7 @@ class Recorder {
               const GenerateOptions& opt, const SearchStrategy& strategy) {
     flush_pruned();
     const Vocab& vocab = m_.vocab();
-    Tokenizer tok(vocab);
+    const TextCodec& tok = m_.codec();
     json search = strategy.describe(opt);
     search["max_new"] = opt.max_new;
     std::vector<int32_t> tokens = r.tokens;

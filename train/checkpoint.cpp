@@ -110,8 +110,8 @@ std::string encode_payload(const Checkpoint& c) {
   if (c.step < 0) throw Error("step " + std::to_string(c.step) + " is negative");
 
   size_t size = 1 + 8 * 7 + c.config_json.size() + c.optimizer_name.size() + c.rng_state.size() +
-                c.loader_state_json.size() + c.metrics_json.size() + tensors_size(c.params) +
-                tensors_size(c.optimizer_state);
+                c.loader_state_json.size() + c.metrics_json.size() + 16 + c.tokenizer_kind.size() +
+                c.tokenizer_model.size() + tensors_size(c.params) + tensors_size(c.optimizer_state);
   for (const auto& v : c.vocab) size += 8 + v.size();
   std::string out;
   out.reserve(size);
@@ -127,6 +127,8 @@ std::string encode_payload(const Checkpoint& c) {
     w.str(c.rng_state);
     w.str(c.loader_state_json);
     w.str(c.metrics_json);
+    w.str(c.tokenizer_kind);
+    w.str(c.tokenizer_model);
   }
   return out;
 }
@@ -248,7 +250,7 @@ class PayloadReader {
   cereal::PortableBinaryInputArchive ar_;
 };
 
-Checkpoint decode_payload(std::string_view payload, const std::string& name) {
+Checkpoint decode_payload(std::string_view payload, const std::string& name, uint32_t version) {
   try {
     PayloadReader r(payload, name);
     Checkpoint c;
@@ -265,6 +267,10 @@ Checkpoint decode_payload(std::string_view payload, const std::string& name) {
     c.rng_state = r.str("rng_state");
     c.loader_state_json = r.str("loader_state_json");
     c.metrics_json = r.str("metrics_json");
+    if (version >= 2) {
+      c.tokenizer_kind = r.str("tokenizer_kind");
+      c.tokenizer_model = r.str("tokenizer_model");
+    }
     if (r.remaining() != 0)
       r.bad(std::to_string(r.remaining()) + " unexpected bytes after the last field");
     return c;
@@ -299,15 +305,17 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
+  uint32_t version = 0;
   const std::string payload =
-      read_envelope(path, EnvelopeKind::Checkpoint, kCheckpointVersion, nullptr);
-  return decode_payload(payload, path);
+      read_envelope(path, EnvelopeKind::Checkpoint, kCheckpointVersion, &version);
+  return decode_payload(payload, path, version);
 }
 
 Checkpoint load_checkpoint_from_memory(std::string_view bytes, const std::string& name) {
+  uint32_t version = 0;
   const std::string_view payload =
-      parse_envelope(bytes, name, EnvelopeKind::Checkpoint, kCheckpointVersion, nullptr);
-  return decode_payload(payload, name);
+      parse_envelope(bytes, name, EnvelopeKind::Checkpoint, kCheckpointVersion, &version);
+  return decode_payload(payload, name, version);
 }
 
 void check_finite(const Tensor& t, const std::string& name, const std::string& where,

@@ -4,7 +4,8 @@
 // weights their meaning.
 //
 // File format. A checkpoint file is an envelope (train/envelope.h) of kind 1 = checkpoint,
-// format version 1, whose payload is a cereal portable-binary stream written little-endian:
+// format version 2 (version 1, without the two tokenizer fields, still loads as a character
+// vocabulary), whose payload is a cereal portable-binary stream written little-endian:
 //
 //   u8   1                 cereal's endianness flag (1 = little-endian; anything else rejected)
 //   str  config_json
@@ -16,6 +17,8 @@
 //   str  rng_state
 //   str  loader_state_json
 //   str  metrics_json
+//   str  tokenizer_kind    (version 2) "chars" or "sentencepiece" (train/text_codec.h)
+//   str  tokenizer_model   (version 2) the SentencePiece model bytes; empty for "chars"
 //   (end of payload: trailing bytes are an error)
 //
 //   str    = u64 byte length n, then n bytes (no terminator)
@@ -36,7 +39,7 @@
 
 namespace seqtape {
 
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersion = 2;
 inline constexpr int kMaxCheckpointTensorRank = 8;
 
 struct NamedTensor {
@@ -54,6 +57,10 @@ struct Checkpoint {
   std::string rng_state;          // opaque, from the RNG's own serializer
   std::string loader_state_json;  // opaque JSON owned by the data loader
   std::string metrics_json;       // opaque JSON owned by the trainer
+  // The text codec (train/text_codec.h): its kind and model bytes; with `vocab` they rebuild it
+  // (codec_from_parts). A version-1 file loads as "chars" with no bytes.
+  std::string tokenizer_kind = "chars";
+  std::string tokenizer_model;
 };
 
 // Throws an Error naming `where`, the tensor and the index when a value is NaN or Inf: a

@@ -114,7 +114,10 @@ std::string pair_context(std::string_view name, const TextPair& p) {
 }
 }  // namespace
 
-Example encode_example(const Tokenizer& tok, const TextPair& pair, std::string_view context) {
+namespace {
+
+template <class Tok>
+Example encode_example_t(const Tok& tok, const TextPair& pair, std::string_view context) {
   const Vocab& v = tok.vocab();
   const std::vector<int32_t> src = tok.encode(pair.source, field_context(context, "source"));
   const std::vector<int32_t> tgt = tok.encode(pair.target, field_context(context, "target"));
@@ -128,7 +131,8 @@ Example encode_example(const Tokenizer& tok, const TextPair& pair, std::string_v
   return e;
 }
 
-LmExample encode_lm_example(const Tokenizer& tok, const TextPair& pair, std::string_view context) {
+template <class Tok>
+LmExample encode_lm_example_t(const Tok& tok, const TextPair& pair, std::string_view context) {
   const Vocab& v = tok.vocab();
   const int32_t sep = v.sep_id();
   const std::vector<int32_t> src = tok.encode(pair.source, field_context(context, "source"));
@@ -144,31 +148,73 @@ LmExample encode_lm_example(const Tokenizer& tok, const TextPair& pair, std::str
   return e;
 }
 
-std::vector<Example> encode_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
-                                     std::string_view name) {
+template <class Tok>
+std::vector<Example> encode_examples_t(const Tok& tok, const std::vector<TextPair>& pairs,
+                                       std::string_view name) {
   std::vector<Example> out;
   out.reserve(pairs.size());
-  for (const TextPair& p : pairs) out.push_back(encode_example(tok, p, pair_context(name, p)));
+  for (const TextPair& p : pairs) out.push_back(encode_example_t(tok, p, pair_context(name, p)));
   return out;
 }
 
-std::vector<LmExample> encode_lm_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
-                                          std::string_view name) {
+template <class Tok>
+std::vector<LmExample> encode_lm_examples_t(const Tok& tok, const std::vector<TextPair>& pairs,
+                                            std::string_view name) {
   std::vector<LmExample> out;
   out.reserve(pairs.size());
-  for (const TextPair& p : pairs) out.push_back(encode_lm_example(tok, p, pair_context(name, p)));
+  for (const TextPair& p : pairs) out.push_back(encode_lm_example_t(tok, p, pair_context(name, p)));
   return out;
 }
 
-EncodedPairs encode_pairs(Arch arch, const Tokenizer& tok, const std::vector<TextPair>& pairs,
-                          std::string_view name) {
+template <class Tok>
+EncodedPairs encode_pairs_t(Arch arch, const Tok& tok, const std::vector<TextPair>& pairs,
+                            std::string_view name) {
   EncodedPairs e;
   e.decoder_only = arch == Arch::DecoderOnly;
   if (e.decoder_only)
-    e.lm = encode_lm_examples(tok, pairs, name);
+    e.lm = encode_lm_examples_t(tok, pairs, name);
   else
-    e.enc_dec = encode_examples(tok, pairs, name);
+    e.enc_dec = encode_examples_t(tok, pairs, name);
   return e;
+}
+
+}  // namespace
+
+Example encode_example(const Tokenizer& tok, const TextPair& pair, std::string_view context) {
+  return encode_example_t(tok, pair, context);
+}
+Example encode_example(const TextCodec& tok, const TextPair& pair, std::string_view context) {
+  return encode_example_t(tok, pair, context);
+}
+LmExample encode_lm_example(const Tokenizer& tok, const TextPair& pair, std::string_view context) {
+  return encode_lm_example_t(tok, pair, context);
+}
+LmExample encode_lm_example(const TextCodec& tok, const TextPair& pair, std::string_view context) {
+  return encode_lm_example_t(tok, pair, context);
+}
+std::vector<Example> encode_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                                     std::string_view name) {
+  return encode_examples_t(tok, pairs, name);
+}
+std::vector<Example> encode_examples(const TextCodec& tok, const std::vector<TextPair>& pairs,
+                                     std::string_view name) {
+  return encode_examples_t(tok, pairs, name);
+}
+std::vector<LmExample> encode_lm_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                                          std::string_view name) {
+  return encode_lm_examples_t(tok, pairs, name);
+}
+std::vector<LmExample> encode_lm_examples(const TextCodec& tok, const std::vector<TextPair>& pairs,
+                                          std::string_view name) {
+  return encode_lm_examples_t(tok, pairs, name);
+}
+EncodedPairs encode_pairs(Arch arch, const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                          std::string_view name) {
+  return encode_pairs_t(arch, tok, pairs, name);
+}
+EncodedPairs encode_pairs(Arch arch, const TextCodec& tok, const std::vector<TextPair>& pairs,
+                          std::string_view name) {
+  return encode_pairs_t(arch, tok, pairs, name);
 }
 
 namespace {
@@ -353,6 +399,16 @@ void DataLoader::check_options() const {
   if (size() > UINT32_MAX) fail("DataLoader", "more than 2^32 examples");
   if (opt_.batch_size <= 0)
     fail("DataLoader", "batch_size must be positive, got " + std::to_string(opt_.batch_size));
+  if (opt_.batch_tokens < 0)
+    fail("DataLoader", "batch_tokens must be >= 0, got " + std::to_string(opt_.batch_tokens));
+  if (opt_.batch_tokens > 0 && opt_.pool <= 0)
+    fail("DataLoader", "pool must be positive, got " + std::to_string(opt_.pool));
+}
+
+int64_t DataLoader::cost(uint32_t i) const {
+  if (decoder_only_) return static_cast<int64_t>(lm_[i].tokens.size());
+  const Example& e = enc_dec_[i];
+  return static_cast<int64_t>(std::max(e.enc.size(), e.dec_in.size()));
 }
 
 void DataLoader::new_order() {
@@ -360,9 +416,44 @@ void DataLoader::new_order() {
   std::iota(order_.begin(), order_.end(), 0u);
   if (opt_.shuffle) shuffle_in_place(order_, rng_);
   cursor_ = 0;
+  next_bound_ = 0;
+  bounds_.clear();
+  if (opt_.batch_tokens <= 0) return;
+  // Length-bucketed batches: sort inside each pool, cut by the token budget, shuffle batches.
+  const auto pool = static_cast<size_t>(opt_.pool);
+  std::vector<std::vector<uint32_t>> batches;
+  for (size_t start = 0; start < order_.size(); start += pool) {
+    const auto first = order_.begin() + static_cast<std::ptrdiff_t>(start);
+    const auto last =
+        order_.begin() + static_cast<std::ptrdiff_t>(std::min(start + pool, order_.size()));
+    std::stable_sort(first, last, [&](uint32_t a, uint32_t b) { return cost(a) < cost(b); });
+    std::vector<uint32_t> cur;
+    int64_t longest = 0;
+    for (auto it = first; it != last; ++it) {
+      const int64_t c = cost(*it);
+      const int64_t m = std::max(longest, c);
+      if (!cur.empty() && static_cast<int64_t>(cur.size() + 1) * m > opt_.batch_tokens) {
+        batches.push_back(std::move(cur));
+        cur.clear();
+        longest = 0;
+      }
+      cur.push_back(*it);
+      longest = std::max(longest, c);
+    }
+    if (!cur.empty()) batches.push_back(std::move(cur));
+  }
+  std::vector<uint32_t> perm(batches.size());
+  std::iota(perm.begin(), perm.end(), 0u);
+  if (opt_.shuffle) shuffle_in_place(perm, rng_);
+  order_.clear();
+  for (uint32_t b : perm) {
+    order_.insert(order_.end(), batches[b].begin(), batches[b].end());
+    bounds_.push_back(static_cast<uint32_t>(order_.size()));
+  }
 }
 
 int64_t DataLoader::batches_per_epoch() const {
+  if (opt_.batch_tokens > 0) return static_cast<int64_t>(bounds_.size());  // of this epoch
   const auto n = static_cast<int64_t>(size());
   return (n + opt_.batch_size - 1) / opt_.batch_size;
 }
@@ -372,14 +463,27 @@ Batch DataLoader::next_batch() {
     ++epoch_;
     new_order();
   }
-  const size_t n = std::min(static_cast<size_t>(opt_.batch_size), order_.size() - cursor_);
+  size_t n = std::min(static_cast<size_t>(opt_.batch_size), order_.size() - cursor_);
+  if (opt_.batch_tokens > 0) n = bounds_[next_bound_++] - cursor_;
   const std::span<const uint32_t> idx(order_.data() + cursor_, n);
   cursor_ += n;
+  size_t s = 0, t = 0;
+  for (uint32_t i : idx) {
+    if (decoder_only_) {
+      padding_.real += static_cast<int64_t>(lm_[i].tokens.size());
+      s = std::max(s, lm_[i].tokens.size());
+    } else {
+      padding_.real += static_cast<int64_t>(enc_dec_[i].enc.size() + enc_dec_[i].dec_in.size());
+      s = std::max(s, enc_dec_[i].enc.size());
+      t = std::max(t, enc_dec_[i].dec_in.size());
+    }
+  }
+  padding_.padded += static_cast<int64_t>(n * (s + t));
   return decoder_only_ ? make_lm_batch(lm_, idx, pad_id_) : make_batch(enc_dec_, idx, pad_id_);
 }
 
 LoaderState DataLoader::state() const {
-  return {epoch_, cursor_, order_, rng_.state()};
+  return {epoch_, cursor_, order_, rng_.state(), bounds_};
 }
 
 void DataLoader::set_state(const LoaderState& s) {
@@ -400,6 +504,31 @@ void DataLoader::set_state(const LoaderState& s) {
   if (s.cursor > n)
     fail("DataLoader::set_state",
          "cursor " + std::to_string(s.cursor) + " is past the " + std::to_string(n) + " examples");
+  // Token-budget batches: the bounds must cut the order into non-empty batches, and the
+  // cursor must sit on a batch boundary.
+  size_t next_bound = 0;
+  if (opt_.batch_tokens > 0) {
+    uint32_t prev = 0;
+    for (uint32_t b : s.bounds) {
+      if (b <= prev || b > n)
+        fail("DataLoader::set_state",
+             "batch bounds are not increasing within 1.." + std::to_string(n));
+      prev = b;
+    }
+    if (s.bounds.empty() || s.bounds.back() != n)
+      fail("DataLoader::set_state",
+           "batch bounds do not end at the " + std::to_string(n) + " examples");
+    if (s.cursor > 0) {
+      const auto it = std::find(s.bounds.begin(), s.bounds.end(), static_cast<uint32_t>(s.cursor));
+      if (it == s.bounds.end())
+        fail("DataLoader::set_state",
+             "cursor " + std::to_string(s.cursor) + " is not at a batch boundary");
+      next_bound = static_cast<size_t>(it - s.bounds.begin()) + 1;
+    }
+  } else if (!s.bounds.empty()) {
+    fail("DataLoader::set_state",
+         "the state has token-budget batch bounds, this loader batches by examples");
+  }
   Rng rng;
   try {
     rng.set_state(s.rng_state);
@@ -411,6 +540,8 @@ void DataLoader::set_state(const LoaderState& s) {
   epoch_ = s.epoch;
   cursor_ = s.cursor;
   order_ = s.order;
+  bounds_ = s.bounds;
+  next_bound_ = next_bound;
 }
 
 }  // namespace seqtape

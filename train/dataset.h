@@ -13,6 +13,7 @@
 #include "autograd/rng.h"
 #include "nn/batch.h"   // Batch, kIgnoreIndex
 #include "nn/config.h"  // Arch
+#include "train/text_codec.h"
 #include "train/tokenizer.h"
 
 namespace seqtape {
@@ -80,12 +81,19 @@ struct LmExample {
 };
 
 // `context` names the pair in errors (e.g. "train.tsv:12"); the column part comes from encode.
+// Each takes the character Tokenizer or any TextCodec (a SentencePiece model, train/subword.h).
 Example encode_example(const Tokenizer& tok, const TextPair& pair, std::string_view context);
+Example encode_example(const TextCodec& tok, const TextPair& pair, std::string_view context);
 LmExample encode_lm_example(const Tokenizer& tok, const TextPair& pair, std::string_view context);
+LmExample encode_lm_example(const TextCodec& tok, const TextPair& pair, std::string_view context);
 // Context of pair i is "name:line" (the pair's file line).
 std::vector<Example> encode_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
                                      std::string_view name);
+std::vector<Example> encode_examples(const TextCodec& tok, const std::vector<TextPair>& pairs,
+                                     std::string_view name);
 std::vector<LmExample> encode_lm_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                                          std::string_view name);
+std::vector<LmExample> encode_lm_examples(const TextCodec& tok, const std::vector<TextPair>& pairs,
                                           std::string_view name);
 
 // Pairs encoded the way an architecture trains on them: Examples (seq2seq) or LmExamples
@@ -105,6 +113,8 @@ struct EncodedPairs {
 };
 // Context of pair i is "name:line", as for encode_examples.
 EncodedPairs encode_pairs(Arch arch, const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                          std::string_view name);
+EncodedPairs encode_pairs(Arch arch, const TextCodec& tok, const std::vector<TextPair>& pairs,
                           std::string_view name);
 
 // ---- batches ------------------------------------------------------------------------------
@@ -128,12 +138,30 @@ struct LoaderState {
   uint64_t cursor = 0;          // examples of `order` already handed out in this epoch
   std::vector<uint32_t> order;  // this epoch's permutation of example positions
   std::string rng_state;        // the generator after drawing `order`
+  // Token-budget batching only: where each batch of this epoch ends in `order` (increasing,
+  // the last = order.size()); empty with example-count batches.
+  std::vector<uint32_t> bounds;
 };
 
 struct LoaderOptions {
   int64_t batch_size = 32;
   uint64_t seed = 0;
   bool shuffle = true;  // false: every epoch in example order
+  // > 0: token-budget batches instead of batch_size examples. Each epoch shuffles the
+  // examples, sorts each pool of `pool` consecutive ones by length (stable), cuts them into
+  // batches of at most batch_tokens padded tokens (examples × the longest example's
+  // max(source, target) length, as fairseq's --max-tokens; a longer example is a batch alone),
+  // and shuffles the batches.
+  int64_t batch_tokens = 0;
+  int64_t pool = 1000;
+};
+
+// Real and padded token positions of the batches handed out (encoder + decoder inputs).
+struct PaddingStats {
+  int64_t real = 0, padded = 0;
+  double fraction() const {
+    return padded ? 1.0 - static_cast<double>(real) / static_cast<double>(padded) : 0.0;
+  }
 };
 
 // Epochs of batches over a fixed example list. Each epoch is a fresh seeded permutation; the
@@ -155,10 +183,12 @@ class DataLoader {
   int64_t batches_per_epoch() const;
   uint64_t epoch() const { return epoch_; }
   bool decoder_only() const { return decoder_only_; }
+  const PaddingStats& padding() const { return padding_; }
 
  private:
   void check_options() const;
   void new_order();
+  int64_t cost(uint32_t i) const;  // positions example i needs: max(source, target) length
 
   std::vector<Example> enc_dec_;
   std::vector<LmExample> lm_;
@@ -169,6 +199,9 @@ class DataLoader {
   uint64_t epoch_ = 0;
   uint64_t cursor_ = 0;
   std::vector<uint32_t> order_;
+  std::vector<uint32_t> bounds_;  // token-budget batching: batch ends in order_
+  size_t next_bound_ = 0;         // bounds_ index of the next batch
+  PaddingStats padding_;
 };
 
 // Uniform in [0, n) by rejection on 64-bit draws, so a seed gives the same numbers with any

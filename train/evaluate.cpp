@@ -45,9 +45,14 @@ std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const 
 
 EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vector<TextPair>& data,
                     int64_t batch, int64_t eval_max) {
+  return evaluate(model, CharCodec(vocab), data, batch, eval_max);
+}
+
+EvalResult evaluate(TransformerModel& model, const TextCodec& tok,
+                    const std::vector<TextPair>& data, int64_t batch, int64_t eval_max) {
   EvalResult r;
   if (data.empty()) return r;
-  const Tokenizer tok(vocab);
+  const Vocab& vocab = tok.vocab();
   const EncodedPairs encoded = encode_pairs(model.config().arch, tok, data, "validation");
   r.loss = validation_loss(model, encoded, batch, vocab.pad_id());
   const auto decoded = greedy_decodes(model, vocab, encoded, batch, eval_max);

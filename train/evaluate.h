@@ -44,5 +44,8 @@ std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const 
 // Loss over all of `data`, exact match over its first eval_max pairs.
 EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vector<TextPair>& data,
                     int64_t batch, int64_t eval_max);
+// The same through any codec (a SentencePiece model); the Vocab form uses the character codec.
+EvalResult evaluate(TransformerModel& model, const TextCodec& codec,
+                    const std::vector<TextPair>& data, int64_t batch, int64_t eval_max);
 
 }  // namespace seqtape

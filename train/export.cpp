@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/memory_budget.h"
+#include "train/envelope.h"
 #include "train/safetensors.h"
+#include "train/subword.h"
+#include "train/text_codec.h"
 #include "train/tokenizer.h"
 #include "train/weights.h"
 
@@ -23,6 +26,9 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
   Vocab::from_tokens(c.vocab, checkpoint_path + ": vocab");  // <pad>, <bos>, <eos>, no repeats
   check_memory_budget(decoding_memory(cfg, 1, 0, 1), "export");
   check_parameters(cfg, c.params, checkpoint_path);  // the named weights, never NaN/Inf ones
+  // The tokenizer, checked before anything is written (a malformed SentencePiece model).
+  codec_from_parts(c.tokenizer_kind, Vocab::from_tokens(c.vocab, checkpoint_path + ": vocab"),
+                   c.tokenizer_model, checkpoint_path);
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
   const fs::path dir(out_dir);
@@ -37,6 +43,8 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
   std::ofstream v(dir / "vocab.txt");
   for (const auto& t : c.vocab) v << t << "\n";
   if (!v) fail((dir / "vocab.txt").string(), "could not be written");
+  if (c.tokenizer_kind == kSentencePieceCodec)  // the model that turns text into these ids
+    write_file_atomic((dir / kJointModelFile).string(), {std::string_view(c.tokenizer_model)});
   return r;
 }
 

@@ -3,6 +3,7 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -141,7 +142,14 @@ SubwordTokenizer SubwordTokenizer::from_model_bytes(std::string bytes, std::stri
          "symbol (train it with `seqtape vocab`)");
   std::vector<std::string> pieces;
   pieces.reserve(n);
-  for (int i = 0; i < n; ++i) pieces.push_back(t.sp_->IdToPiece(i));
+  for (int i = 0; i < n; ++i) {
+    pieces.push_back(t.sp_->IdToPiece(i));
+    if (t.sp_->IsControl(i) || t.sp_->IsUnknown(i)) continue;
+    const std::string& p = pieces.back();  // characters: UTF-8 bytes that start one
+    const auto chars = static_cast<size_t>(std::count_if(
+        p.begin(), p.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+    t.max_piece_chars_ = std::max(t.max_piece_chars_, chars);
+  }
   t.vocab_ = Vocab::from_tokens(std::move(pieces), w);
   t.model_bytes_ = std::move(bytes);
   return t;

@@ -78,6 +78,7 @@ class SubwordTokenizer final : public TextCodec {
   int32_t size() const { return vocab_.size(); }
   std::string_view kind() const override { return kSentencePieceCodec; }
   const std::string& model_bytes() const override { return model_bytes_; }
+  size_t max_token_chars() const override { return max_piece_chars_; }
   float score(int32_t id) const;
   // "normal", "unknown", "control" (pad/bos/eos/sep), "byte", "unused".
   const char* piece_kind(int32_t id) const;
@@ -85,6 +86,7 @@ class SubwordTokenizer final : public TextCodec {
   std::string listing() const;
 
  private:
+  size_t max_piece_chars_ = 1;  // the longest piece, in characters (▁ counts as one)
   SubwordTokenizer();
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::string model_bytes_;

@@ -34,6 +34,11 @@ class TextCodec {
   virtual std::string_view kind() const = 0;  // "chars" or "sentencepiece"
   // What a checkpoint must carry besides the vocabulary to rebuild the codec ("" for chars).
   virtual const std::string& model_bytes() const = 0;
+  // The longest token, in characters: N characters of text cannot encode to fewer than
+  // N / max_token_chars() tokens, so an input can be refused as too long before it is encoded.
+  // For a SentencePiece model this is the longest piece; a run of unknown characters, which it
+  // encodes as one <unk>, is the exception, and is refused as too long instead of encoded.
+  virtual size_t max_token_chars() const = 0;
 };
 
 // <pad>, <bos>, <eos>, <sep>: tokens that are never text. When streaming, `first` of
@@ -59,6 +64,7 @@ class CharCodec final : public TextCodec {
   const Vocab& vocab() const override { return tok_.vocab(); }
   std::string_view kind() const override { return kCharsCodec; }
   const std::string& model_bytes() const override { return no_bytes_; }
+  size_t max_token_chars() const override { return tok_.max_token_chars(); }
   const Tokenizer& tokenizer() const { return tok_; }
 
  private:

@@ -16,7 +16,10 @@
 #include "autograd/profile.h"
 #include "nn/memory_budget.h"
 #include "train/checkpoint.h"
+#include "train/envelope.h"
 #include "train/model_io.h"
+#include "train/subword.h"
+#include "train/text_codec.h"
 #include "train/training_log.h"
 #include "train/weights.h"
 
@@ -32,6 +35,7 @@ struct Run {
   bool resuming = false;
   Checkpoint resumed;  // when resuming
   Vocab vocab;
+  std::shared_ptr<const TextCodec> codec;  // encodes the data; its vocabulary is `vocab`
   ModelConfig cfg;
   TextSplit split;
   bool valid_is_train = false;
@@ -43,10 +47,14 @@ struct Run {
   Rng rng;  // dropout
   int64_t step = 0, total_steps = 0;
   int64_t last_saved = -1;
+  std::string data_report;  // the data summary and what --too-long did, for the log
 };
 
 nlohmann::json loader_state_json(const LoaderState& s) {
-  return {{"epoch", s.epoch}, {"cursor", s.cursor}, {"order", s.order}, {"rng", s.rng_state}};
+  nlohmann::json j = {
+      {"epoch", s.epoch}, {"cursor", s.cursor}, {"order", s.order}, {"rng", s.rng_state}};
+  if (!s.bounds.empty()) j["bounds"] = s.bounds;  // token-budget batches
+  return j;
 }
 
 LoaderState loader_state_from(const std::string& text, const std::string& where) {
@@ -57,6 +65,7 @@ LoaderState loader_state_from(const std::string& text, const std::string& where)
     s.cursor = j.at("cursor").get<uint64_t>();
     s.order = j.at("order").get<std::vector<uint32_t>>();
     s.rng_state = j.at("rng").get<std::string>();
+    if (j.contains("bounds")) s.bounds = j.at("bounds").get<std::vector<uint32_t>>();
     return s;
   } catch (const nlohmann::json::exception& e) {
     fail(where, std::string("invalid data-loader state: ") + e.what());
@@ -95,9 +104,24 @@ void choose_vocab_and_config(const TrainOptions& opt, const std::vector<TextPair
                              Run& run) {
   if (run.resuming) {
     run.vocab = Vocab::from_tokens(run.resumed.vocab, run.ckpt_path);
+    run.codec = codec_from_parts(run.resumed.tokenizer_kind, run.vocab, run.resumed.tokenizer_model,
+                                 run.ckpt_path);
     run.cfg = checkpoint_config(run.resumed, run.ckpt_path);
   } else {
-    run.vocab = opt.vocab.empty() ? build_vocab(pairs) : Vocab::load(opt.vocab);
+    if (!opt.vocab.empty() && fs::is_directory(opt.vocab)) {
+      // A `seqtape vocab` directory: a SentencePiece model (train/subword.h).
+      const SubwordVocabs sv = load_subword_dir(opt.vocab);
+      if (!sv.joint())
+        fail(opt.vocab,
+             "holds separate source and target vocabularies (vocab --separate), but the model "
+             "shares one embedding between source and target: write a joint vocabulary "
+             "(seqtape vocab without --separate)");
+      run.codec = sv.source;
+      run.vocab = run.codec->vocab();
+    } else {
+      run.vocab = opt.vocab.empty() ? build_vocab(pairs) : Vocab::load(opt.vocab);
+      run.codec = std::make_shared<const CharCodec>(run.vocab);
+    }
     run.cfg = opt.model;
     if (opt.model_vocab_size_given && run.cfg.vocab_size != static_cast<int64_t>(run.vocab.size()))
       fail("train", "the configuration's vocab_size " + std::to_string(run.cfg.vocab_size) +
@@ -131,23 +155,51 @@ void split_data(const TrainOptions& opt, std::vector<TextPair> pairs, Run& run) 
   }
 }
 
+// Every example of the training and validation data against max_positions (--too-long), and
+// the data summary for the log.
+void check_data(const TrainOptions& opt, Run& run, EncodedPairs& train_data) {
+  const int64_t P = run.cfg.max_positions;
+  auto note = [&](const LengthCheck& c, const std::string& name) {
+    if (c.too_long == 0) return;
+    run.data_report += name + ": " + std::to_string(c.too_long) +
+                       " examples longer than max_positions " + std::to_string(P) +
+                       " (first: " + c.first.front() + "): " + std::to_string(c.skipped) +
+                       " skipped, " + std::to_string(c.truncated) + " truncated\n";
+  };
+  note(check_lengths(train_data, run.split.train, P, opt.too_long, opt.data), opt.data);
+  if (train_data.size() == 0)
+    fail(opt.data, "no training example is left after --too-long " +
+                       std::string(too_long_name(opt.too_long)));
+  const std::string valid_name = opt.valid_data.empty() ? opt.data : opt.valid_data;
+  EncodedPairs valid = encode_pairs(run.cfg.arch, *run.codec, run.split.valid, valid_name);
+  note(
+      check_lengths(valid, run.split.valid, P,
+                    opt.too_long == TooLong::kTruncate ? TooLong::kSkip : opt.too_long, valid_name),
+      valid_name + " (validation)");
+  const std::optional<int32_t> unk = run.vocab.unk_id();
+  run.data_report += format_summary(summarize(train_data, unk), "training");
+  run.data_report += format_summary(summarize(valid, unk), "validation");
+}
+
 void make_loader(const TrainOptions& opt, Run& run) {
   LoaderOptions lopt;
   lopt.batch_size = opt.batch;
+  lopt.batch_tokens = opt.batch_tokens;
   lopt.seed = opt.seed;
-  const Tokenizer tok(run.vocab);
-  run.loader = std::make_unique<DataLoader>(
-      encode_pairs(run.cfg.arch, tok, run.split.train, opt.data), run.vocab.pad_id(), lopt);
+  EncodedPairs data = encode_pairs(run.cfg.arch, *run.codec, run.split.train, opt.data);
+  check_data(opt, run, data);
+  run.loader = std::make_unique<DataLoader>(std::move(data), run.vocab.pad_id(), lopt);
   run.total_steps = opt.steps;
   if (run.total_steps <= 0) {
     if (opt.epochs <= 0) fail("train", "give --steps or --epochs");
     run.total_steps = static_cast<int64_t>(
-        std::ceil(opt.epochs * static_cast<double>(run.loader->batches_per_epoch())));
+        std::ceil(opt.epochs * static_cast<double>(run.loader->batches_per_epoch()) /
+                  static_cast<double>(std::max<int64_t>(1, opt.accum))));
   }
 }
 
 void make_model_and_optimizer(const TrainOptions& opt, Run& run) {
-  run.model = make_model(run.cfg);
+  run.model = make_model(run.cfg, opt.dtype);
   run.model->set_training(true);
   run.params = run.model->named_parameters();
   run.ocfg = opt.optim;
@@ -209,6 +261,9 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
 void write_run_files(const std::string& out_dir, const Run& run) {
   std::ofstream(fs::path(out_dir) / "config.json") << run.cfg.to_json().dump(2) << "\n";
   run.vocab.save((fs::path(out_dir) / "vocab.txt").string());
+  if (run.codec->kind() == kSentencePieceCodec)
+    write_file_atomic((fs::path(out_dir) / kJointModelFile).string(),
+                      {std::string_view(run.codec->model_bytes())});
 }
 
 void log_summary(const TrainOptions& opt, const Run& run, std::ostream& log) {
@@ -216,16 +271,21 @@ void log_summary(const TrainOptions& opt, const Run& run, std::ostream& log) {
   log << "model: " << (cfg.arch == Arch::DecoderOnly ? "decoder-only" : "encoder-decoder")
       << ", d_model " << cfg.d_model << ", heads " << cfg.n_heads << ", layers "
       << cfg.n_encoder_layers << "+" << cfg.n_decoder_layers << ", " << run.model->num_parameters()
-      << " parameters; vocabulary " << run.vocab.size() << " tokens\n";
+      << " parameters; vocabulary " << run.vocab.size() << " tokens ("
+      << (run.codec->kind() == kSentencePieceCodec ? "SentencePiece" : "characters") << ")\n";
   log << "data: " << run.split.train.size() << " training examples, " << run.split.valid.size()
       << " validation"
       << (!run.valid_is_train ? ""
           : opt.valid_max == 0
               ? " (--valid-max 0 holds nothing out: validating on the training set)"
               : " (too few examples to hold any out: validating on the training set)")
-      << "; " << run.total_steps << " steps of batch " << opt.batch << ", optimizer "
+      << "; " << run.total_steps << " steps of "
+      << (opt.batch_tokens > 0 ? "about " + std::to_string(opt.batch_tokens) + " tokens"
+                               : "batch " + std::to_string(opt.batch))
+      << (opt.accum > 1 ? " x " + std::to_string(opt.accum) + " accumulated" : "") << ", optimizer "
       << optimizer_name(run.ocfg.kind) << ", lr " << opt.schedule.lr
       << (run.resuming ? ", resumed at step " + std::to_string(run.step) : "") << "\n";
+  log << run.data_report;
 }
 
 // ---- the step loop ----------------------------------------------------------------------------
@@ -256,6 +316,8 @@ Checkpoint checkpoint_of(const Run& run) {
   c.rng_state = run.rng.state();
   c.loader_state_json = loader_state_json(run.loader->state()).dump();
   c.metrics_json = "{}";
+  c.tokenizer_kind = std::string(run.codec->kind());
+  c.tokenizer_model = run.codec->model_bytes();
   return c;
 }
 
@@ -289,49 +351,66 @@ Var forward_loss(Run& run, const TrainOptions& opt, const Batch& b) {
   }
 }
 
-// Backward, then the global gradient norm; a non-finite loss or gradient stops training.
-double backward_or_fail(const Run& run, const Var& loss, double loss_value,
-                        const TrainingLog& tlog) {
-  std::string problem;
-  double gnorm = 0;
-  if (!std::isfinite(loss_value)) {
-    problem = "non-finite loss " + std::to_string(loss_value);
-  } else {
+// Backward (adding to the gradients of the step's earlier micro-batches); a non-finite loss
+// stops training.
+void backward_or_fail(const Run& run, const Var& loss, double loss_value, const TrainingLog& tlog) {
+  if (std::isfinite(loss_value)) {
     Tape::current().backward(loss);
-    try {
-      gnorm = grad_global_norm(run.params);  // throws naming a non-finite gradient
-    } catch (const Error& e) {
-      problem = e.what();
-    }
+    return;
   }
-  if (problem.empty()) return gnorm;
   tlog.break_line();
-  stop_at(run.step, problem, "step rejected", run, true);
+  stop_at(run.step, "non-finite loss " + std::to_string(loss_value), "step rejected", run, true);
+}
+
+// The global gradient norm; a non-finite gradient stops training.
+double grad_norm_or_fail(const Run& run, const TrainingLog& tlog) {
+  try {
+    return grad_global_norm(run.params);  // throws naming a non-finite gradient
+  } catch (const Error& e) {
+    tlog.break_line();
+    stop_at(run.step, e.what(), "step rejected", run, true);
+  }
 }
 
 StepStats train_step(Run& run, const TrainOptions& opt, const TrainingLog& tlog) {
   StepStats s;
   s.step = ++run.step;
   profile::begin_step();  // a flag check unless `seqtape train --profile`
-  const Batch b = [&] {
+  // --accum K: K batches whose losses (each a mean over its label tokens) are weighted by
+  // their share of all K batches' label tokens, so the summed gradient and loss are those of
+  // one batch holding them all.
+  const auto K = static_cast<size_t>(std::max<int64_t>(1, opt.accum));
+  std::vector<Batch> batches;
+  {
     profile::Scope prof("data");
-    return run.loader->next_batch();
-  }();
-  Tape::current().clear();
+    for (size_t k = 0; k < K; ++k) batches.push_back(run.loader->next_batch());
+  }
+  int64_t label_tokens = 0;
+  for (const Batch& b : batches) label_tokens += b.n_label_tokens;
   for (auto& [n, p] : run.params) p.zero_grad();
   s.lr = opt.schedule.at(s.step);
-  const Var loss = forward_loss(run, opt, b);
-  if (opt.before_backward) opt.before_backward(s.step, *run.model);
-  s.loss = loss.item();
-  s.grad_norm = backward_or_fail(run, loss, s.loss, tlog);
+  s.loss = 0;
+  for (const Batch& b : batches) {
+    Tape::current().clear();
+    Var loss = forward_loss(run, opt, b);
+    if (K > 1)
+      loss = loss * (label_tokens > 0
+                         ? static_cast<double>(b.n_label_tokens) / static_cast<double>(label_tokens)
+                         : 0.0);
+    if (opt.before_backward) opt.before_backward(s.step, *run.model);
+    const double value = loss.item();
+    s.loss += value;
+    backward_or_fail(run, loss, value, tlog);
+  }
+  s.grad_norm = grad_norm_or_fail(run, tlog);
   run.optimizer->step(s.lr, opt.clip > 0 ? clip_scale(s.grad_norm, opt.clip) : 1.0);
   profile::end_step();
-  s.label_tokens = b.n_label_tokens;
+  s.label_tokens = label_tokens;
   return s;
 }
 
 EvalResult evaluate_run(Run& run, const TrainOptions& opt) {
-  return evaluate(*run.model, run.vocab, run.split.valid, opt.batch, opt.eval_max);
+  return evaluate(*run.model, *run.codec, run.split.valid, opt.batch, opt.eval_max);
 }
 
 void log_validation(const TrainReport& rep, const std::string& written, std::ostream& log) {
@@ -351,6 +430,8 @@ void log_validation(const TrainReport& rep, const std::string& written, std::ost
 TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (opt.out_dir.empty()) fail("train", "no output directory (--out)");
   if (opt.batch < 1) fail("train", "batch size must be >= 1");
+  if (opt.batch_tokens < 0) fail("train", "--batch-tokens must be >= 0 (0: batches of --batch)");
+  if (opt.accum < 1) fail("train", "--accum must be >= 1");
   if (opt.threads > 0) kernels::blas_set_num_threads(opt.threads);
   fs::create_directories(opt.out_dir);
   Run run = start_run(opt, log);
@@ -377,6 +458,13 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   rep.last_step = run.step;
   rep.seconds = tlog.seconds();
   rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(tlog.tokens()) / rep.seconds : 0.0;
+  rep.padding_fraction = run.loader->padding().fraction();
+  if (rep.last_step >= rep.first_step) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "padding: %.1f%% of the batches' token positions\n",
+                  100.0 * rep.padding_fraction);
+    log << buf;
+  }
   if (run.last_saved != run.step) save_or_fail(run);
   Tape::current().clear();
   rep.valid = evaluate_run(run, opt);

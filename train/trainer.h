@@ -17,6 +17,7 @@
 
 #include "nn/config.h"
 #include "nn/transformer.h"
+#include "train/data_check.h"
 #include "train/dataset.h"
 #include "train/evaluate.h"
 #include "train/optim.h"
@@ -34,12 +35,23 @@ struct TrainOptions {
   int64_t steps = 0;                    // 0: derived from epochs
   double epochs = 0;
   int64_t batch = 32;
+  // > 0: batches of about this many padded tokens from length-bucketed examples instead of
+  // `batch` examples (LoaderOptions::batch_tokens).
+  int64_t batch_tokens = 0;
+  // Gradient accumulation: each step sums the gradients of `accum` batches, each loss scaled
+  // so that the gradient is the mean over all their label tokens (one batch of them all).
+  int64_t accum = 1;
+  DType dtype = DType::F32;  // of the model's parameters (float64 for the equivalence tests)
   OptimizerConfig optim;
   LrSchedule schedule;
   double clip = 1.0;  // max global gradient norm; 0 disables clipping
   double label_smoothing = 0.0;
   uint64_t seed = 1;
-  int threads = 0;              // OpenBLAS threads; 0 keeps the library's default
+  int threads = 0;  // OpenBLAS threads; 0 keeps the library's default
+  // An example longer than the model's max_positions: an error naming file:line, or skipped,
+  // or truncated (train/data_check.h; validation examples are skipped rather than truncated,
+  // since their references are compared as text).
+  TooLong too_long = TooLong::kError;
   double valid_fraction = 0.1;  // held out when no valid_data is given ...
   int64_t valid_max = 500;      // ... at most this many examples
   int64_t log_every = 50;
@@ -58,6 +70,7 @@ struct TrainReport {
   std::vector<double> losses;  // one per step run by this call
   double seconds = 0;
   double tokens_per_second = 0;
+  double padding_fraction = 0;  // of the batches' positions, over this call's steps
   EvalResult valid;
   bool valid_is_train = false;  // too little data to hold any out
   std::string checkpoint;

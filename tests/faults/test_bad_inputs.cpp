@@ -18,6 +18,7 @@
 #include "fault_util.h"
 #include "train/checkpoint.h"
 #include "train/copy_task.h"
+#include "train/subword.h"
 #include "train/tokenizer.h"
 #include "train/trainer.h"
 
@@ -66,6 +67,19 @@ class Workspace {
     put("bad/vocab_empty.txt", "");
     put("bad/vocab_blank_line.txt", "<pad>\n\n<bos>\n<eos>\n");
     put("bad/vocab_invalid_utf8.txt", "<pad>\n<bos>\n<eos>\n\xed\xa0\x80\n");
+    // Subword vocabulary directories and a line longer than max_positions.
+    {
+      SubwordTrainOptions so;
+      so.vocab_size = 30;
+      std::vector<std::string> texts;
+      for (const char* w : {"today", "tomorrow", "yesterday", "weather", "whether", "together"})
+        for (const char* v : {"is fine", "was bad", "will be"})
+          texts.push_back(std::string(w) + " " + v);
+      const SubwordTokenizer sp = SubwordTokenizer::train(texts, so, "texts");
+      write_subword_dir(dir_.file("bad/spm_separate"), sp, &sp, false);
+    }
+    put("bad/spm_garbage/spm.model", "this is not a SentencePiece model");
+    put("bad/too_long.tsv", "今天\t今天\n" + std::string(300, 'a') + "\t今天\n");
     // Model configurations.
     put("bad/config_not_json.json", "{\"d_model\": 8,");
     put("bad/config_unknown_key.json", R"({"vocab_size": 10, "colour": "red"})");
@@ -85,7 +99,7 @@ class Workspace {
     flipped[flipped.size() / 2] ^= 0x01;
     ckpt("bit_flip", flipped);
     std::string future = good;
-    future[8] = 2;  // format version 2
+    future[8] = 3;  // format version 3
     ckpt("future_version", future);
     std::string kind = good;
     kind[12] = 9;  // envelope kind 9
@@ -118,6 +132,11 @@ class Workspace {
     Checkpoint vocab = c;
     vocab.vocab.pop_back();
     save_as("vocab_mismatch", vocab);
+
+    Checkpoint spm = c;  // claims a SentencePiece tokenizer whose model is garbage
+    spm.tokenizer_kind = "sentencepiece";
+    spm.tokenizer_model = "not a model";
+    save_as("bad_spm", spm);
 
     put("a_file", "not a directory\n");
 
@@ -289,10 +308,36 @@ const std::vector<Row>& rows() {
        kData,
        {"nope.txt", "does not exist"}},
       {"train_vocab_is_dir",
-       "--vocab is a directory",
+       "--vocab is a directory without a SentencePiece model",
        train_with({"--vocab", "data"}),
        kData,
-       {"data", "directory"}},
+       {"data", "no SentencePiece model", "spm.model"}},
+      {"train_vocab_separate",
+       "--vocab directory of separate source and target models (vocab --separate)",
+       train_with({"--vocab", "bad/spm_separate"}),
+       kData,
+       {"bad/spm_separate", "separate source and target", "shares one embedding"}},
+      {"train_vocab_bad_spm",
+       "--vocab directory whose spm.model is not a SentencePiece model",
+       train_with({"--vocab", "bad/spm_garbage"}),
+       kData,
+       {"bad/spm_garbage/spm.model"}},
+      {"train_too_long",
+       "an example longer than max_positions",
+       train_with({"--data", "bad/too_long.tsv"}),
+       kData,
+       {"bad/too_long.tsv:2", "max_positions", "--too-long"}},
+      {"train_too_long_value",
+       "--too-long with an unknown policy",
+       train_with({"--too-long", "cut"}),
+       kUsage,
+       {"--too-long", "cut"}},
+      {"train_accum_zero", "--accum 0", train_with({"--accum", "0"}), kUsage, {"--accum"}},
+      {"train_batch_tokens_negative",
+       "--batch-tokens -5",
+       train_with({"--batch-tokens", "-5"}),
+       kUsage,
+       {"--batch-tokens"}},
       {"train_vocab_no_eos",
        "vocabulary without <eos>",
        train_with({"--vocab", "bad/vocab_no_eos.txt"}),
@@ -497,7 +542,7 @@ const std::vector<Row>& rows() {
        "checkpoint from a future format version",
        resume_from("future_version"),
        kData,
-       {"newer seqtape", "version 2"}},
+       {"newer seqtape", "version 3"}},
       {"resume_other_kind",
        "seqtape file of another kind",
        resume_from("other_kind"),
@@ -573,6 +618,11 @@ const std::vector<Row>& rows() {
        export_from("not_a_checkpoint"),
        kData,
        {"magic"}},
+      {"export_bad_spm",
+       "checkpoint whose SentencePiece model is malformed",
+       export_from("bad_spm"),
+       kData,
+       {"ck_bad_spm/checkpoint.bin"}},
       {"export_bad_config",
        "checkpoint with an unparsable config",
        export_from("bad_config"),
@@ -613,6 +663,11 @@ const std::vector<Row>& rows() {
        generate_from("other_model"),
        kData,
        {"ck_other_model/checkpoint.bin"}},
+      {"generate_bad_spm",
+       "checkpoint whose SentencePiece model is malformed",
+       generate_from("bad_spm"),
+       kData,
+       {"ck_bad_spm/checkpoint.bin"}},
       {"generate_nan_weight",
        "checkpoint holding a NaN weight",
        generate_from("nan_weight"),

@@ -47,6 +47,8 @@ Checkpoint make_checkpoint(int64_t step = 42) {
   c.rng_state = std::string("rng\0state\xff", 10);
   c.loader_state_json = R"({"epoch":1,"offset":17})";
   c.metrics_json = R"({"loss":[2.5,2.1]})";
+  c.tokenizer_kind = "sentencepiece";
+  c.tokenizer_model = std::string("model\0bytes", 11);
   return c;
 }
 
@@ -72,6 +74,8 @@ void expect_equal(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_EQ(a.rng_state, b.rng_state);
   EXPECT_EQ(a.loader_state_json, b.loader_state_json);
   EXPECT_EQ(a.metrics_json, b.metrics_json);
+  EXPECT_EQ(a.tokenizer_kind, b.tokenizer_kind);
+  EXPECT_EQ(a.tokenizer_model, b.tokenizer_model);
 }
 
 // Little-endian builders for crafting payloads field by field.
@@ -105,6 +109,8 @@ std::string payload_tail(int64_t step = 0) {
   put_str(p, "");
   put_str(p, "");
   put_str(p, "");
+  put_str(p, "chars");  // tokenizer_kind (version 2)
+  put_str(p, "");       // tokenizer_model
   return p;
 }
 std::string tensor_record(std::string_view name, uint8_t dtype, const std::vector<int64_t>& dims,
@@ -146,16 +152,16 @@ TEST(Checkpoint, HeaderLayout) {
   const std::string bytes = checkpoint_to_bytes(Checkpoint{});
   ASSERT_GE(bytes.size(), kEnvelopeHeaderSize);
   EXPECT_EQ(bytes.substr(0, 8), std::string("SEQTAPE\0", 8));
-  EXPECT_EQ(bytes.substr(8, 4), std::string("\x01\0\0\0", 4));   // version 1
+  EXPECT_EQ(bytes.substr(8, 4), std::string("\x02\0\0\0", 4));   // version 2
   EXPECT_EQ(bytes.substr(12, 4), std::string("\x01\0\0\0", 4));  // kind checkpoint
   std::string len;
   put_u64(len, bytes.size() - kEnvelopeHeaderSize);
   EXPECT_EQ(bytes.substr(16, 8), len);
   EXPECT_EQ(bytes[32], '\x01');  // cereal's little-endian flag
   uint32_t version = 0;
-  EXPECT_EQ(parse_envelope(bytes, "mem", EnvelopeKind::Checkpoint, 1, &version).size(),
+  EXPECT_EQ(parse_envelope(bytes, "mem", EnvelopeKind::Checkpoint, 2, &version).size(),
             bytes.size() - kEnvelopeHeaderSize);
-  EXPECT_EQ(version, 1u);
+  EXPECT_EQ(version, 2u);
 }
 
 TEST(Checkpoint, EveryTruncationThrows) {
@@ -215,9 +221,22 @@ TEST(Checkpoint, WrongMagic) {
 TEST(Checkpoint, FutureVersionMessage) {
   const std::string payload = checkpoint_to_bytes(Checkpoint{}).substr(kEnvelopeHeaderSize);
   EXPECT_ERROR_HAS(load_checkpoint_from_memory(wrap(payload, 7), "new.bin"),
-                   "new.bin: written by a newer seqtape (version 7, this build reads up to 1)");
+                   "new.bin: written by a newer seqtape (version 7, this build reads up to 2)");
   EXPECT_ERROR_HAS(load_checkpoint_from_memory(wrap(payload, 1).replace(8, 1, 1, '\0'), "z.bin"),
                    "invalid format version 0");
+}
+
+// A version-1 file (no tokenizer fields) still loads, as a character vocabulary.
+TEST(Checkpoint, VersionOneLoadsAsCharacters) {
+  std::string tail_v1 = payload_tail(3);
+  tail_v1.resize(tail_v1.size() - (8 + 5) - 8);  // drop tokenizer_kind "chars" and the model
+  const Checkpoint c = load_checkpoint_from_memory(wrap(payload_head(0) + tail_v1, 1), "old.bin");
+  EXPECT_EQ(c.step, 3);
+  EXPECT_EQ(c.tokenizer_kind, "chars");
+  EXPECT_EQ(c.tokenizer_model, "");
+  // The same payload as version 2 lacks the tokenizer fields: an error, not a guess.
+  EXPECT_ERROR_HAS(load_checkpoint_from_memory(wrap(payload_head(0) + tail_v1, 2), "new.bin"),
+                   "new.bin: corrupted: payload ends inside tokenizer_kind");
 }
 
 TEST(Checkpoint, WrongKind) {
