@@ -50,8 +50,14 @@ SearchContext::SearchContext(const InferenceModel& m, const std::vector<std::vec
   check_token_ids("suppressed token", o.suppress_ids, V);
   for (int32_t e : end_ids) is_end[size_t(e)] = 1;
   Tokenizer tok(vocab);
-  for (int32_t v = 0; v < V; ++v) pieces.push_back(tok.decode(std::span<const int32_t>(&v, 1)));
+  // Special tokens (<unk>, <sep>, ...) stay in `tokens` but never reach the text.
+  for (int32_t v = 0; v < V; ++v)
+    pieces.push_back(vocab.is_special(v) ? std::string()
+                                         : tok.decode(std::span<const int32_t>(&v, 1)));
   check_inputs(m, in);
+  if (!o.seeds.empty() && o.seeds.size() != in.size())
+    fail("generate", "option seeds has " + std::to_string(o.seeds.size()) + " entries for " +
+                         std::to_string(in.size()) + " inputs");
   const int64_t P = m.config().max_positions;
   for (const std::vector<int32_t>& input : in) {
     const auto n = static_cast<int64_t>(input.size());
