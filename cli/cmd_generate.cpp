@@ -60,6 +60,8 @@ void check_flags(const GenerateArgs& a) {
     throw UsageError("--batch-size must be at least 1, got " + std::to_string(a.batch_size));
   if (a.stream && a.batch_size > 1)
     throw UsageError("--stream prints one input at a time: it needs --batch-size 1");
+  if (a.stream && o.num_samples > 1)
+    throw UsageError("--stream prints one text per input: it cannot show --num-samples draws");
   if (a.input_o->count() && a.input_file_o->count())
     throw UsageError("--input and --input-file cannot be combined");
   if (a.o.verify_cache && a.no_cache)
