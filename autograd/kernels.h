@@ -10,7 +10,10 @@
 
 namespace seqtape::kernels {
 
-// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, through CBLAS (sgemm / dgemm).
+// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, through CBLAS (sgemm / dgemm). Gemms under
+// 2^27 FLOPs run on one OpenBLAS thread (see kernels.cpp for the measurements); the switch sets
+// OpenBLAS's process-wide thread count around the call, so gemm must not be called from two
+// threads at once (nothing in seqtape does; a threaded server would need another way).
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
@@ -31,6 +34,20 @@ template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols);
 template <typename T>
 void log_softmax_rows(const T* x, T* y, int64_t rows, int64_t cols);
+
+// Σ f(c) for c < n with 8 independent partial sums: one running sum is a chain of dependent
+// adds (4 cycles each) that the compiler may not reorder without -ffast-math; eight chains
+// vectorize. Deterministic: the same order on every call.
+template <typename T, typename F>
+T row_sum(int64_t n, F&& f) {
+  T acc[8] = {};
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int u = 0; u < 8; ++u) acc[u] += f(c + u);
+  T tail = 0;
+  for (; c < n; ++c) tail += f(c);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
 
 // Per row: y = (x - mean)·rstd·gamma + beta. mean/rstd may be null (inference).
 template <typename T>

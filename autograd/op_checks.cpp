@@ -196,6 +196,13 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
   add_case("layer_norm", "[2,3,4] γ[4] β[4]",
            [](const std::vector<Var>& v) { return layer_norm(v[0], v[1], v[2]); },
            {rand_t(rng, {2, 3, 4}, -2, 2), rand_t(rng, {4}, 0.5, 1.5), rand_t(rng, {4})});
+  add_case("add_layer_norm", "x[2,3,4] + r[2,3,4], γ[4] β[4]",
+           [](const std::vector<Var>& v) { return add_layer_norm(v[0], v[1], v[2], v[3]); },
+           {rand_t(rng, {2, 3, 4}, -2, 2), rand_t(rng, {2, 3, 4}, -2, 2),
+            rand_t(rng, {4}, 0.5, 1.5), rand_t(rng, {4})});
+  add_case("add_layer_norm", "one x[3,5] as both inputs, γ[5] β[5]",
+           [](const std::vector<Var>& v) { return add_layer_norm(v[0], v[0], v[1], v[2]); },
+           {rand_t(rng, {3, 5}, -2, 2), rand_t(rng, {5}, 0.5, 1.5), rand_t(rng, {5})});
   add_case("dropout", "[4,5] p=0.3 seeded",
            [](const std::vector<Var>& v) {
              Rng r(42);  // the same mask on every call, as the numeric differences need
@@ -227,8 +234,43 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
            },
            {rand_t(rng, {3, 4})});
 
-  // a composite: masked scaled dot-product attention, as the models use it
-  add_case("attention", "q[2,3,4] k[2,3,4] v[2,3,4] causal",
+  // attention, fused: heads read in place, masks of every shape the models make, a fully
+  // masked row, and one value used as both keys and values
+  add_case("attention", "fused q[2,3,8] k,v[2,4,8] 2 heads, key padding [2,1,1,4]",
+           [](const std::vector<Var>& v) {
+             Mask m({2, 1, 1, 4}, {0, 0, 0, 1, 0, 0, 1, 1});
+             return attention(v[0], v[1], v[2], 2, &m);
+           },
+           {rand_t(rng, {2, 3, 8}), rand_t(rng, {2, 4, 8}), rand_t(rng, {2, 4, 8})});
+  add_case("attention",
+           "fused q,k,v[2,4,6] 3 heads, causal + padding [2,1,4,4], a row fully masked",
+           [](const std::vector<Var>& v) {
+             Mask m = Mask::zeros({2, 1, 4, 4});
+             for (int64_t b = 0; b < 2; ++b)
+               for (int64_t i = 0; i < 4; ++i)
+                 for (int64_t j = 0; j < 4; ++j)
+                   if (j > i || (b == 1 && j >= 2))
+                     m.data[static_cast<size_t>((b * 4 + i) * 4 + j)] = 1;
+             m.data[0] = 1;  // batch 0, query 0 sees nothing
+             return attention(v[0], v[1], v[2], 3, &m);
+           },
+           {rand_t(rng, {2, 4, 6}), rand_t(rng, {2, 4, 6}), rand_t(rng, {2, 4, 6})});
+  add_case("attention", "fused q[1,3,4] k,v[1,5,4] 1 head, no mask, causal [3,5] broadcast",
+           [](const std::vector<Var>& v) {
+             Mask m({3, 5}, {0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1});
+             return add(attention(v[0], v[1], v[2], 1, nullptr),
+                        attention(v[0], v[1], v[2], 1, &m));
+           },
+           {rand_t(rng, {1, 3, 4}), rand_t(rng, {1, 5, 4}), rand_t(rng, {1, 5, 4})});
+  add_case("attention", "fused q[2,3,4] and kv[2,3,4] as both keys and values, 2 heads",
+           [](const std::vector<Var>& v) { return attention(v[0], v[1], v[1], 2, nullptr); },
+           {rand_t(rng, {2, 3, 4}), rand_t(rng, {2, 3, 4})});
+  add_case("attention", "fused self-attention: one x as q, k and v, 2 heads",
+           [](const std::vector<Var>& v) { return attention(v[0], v[0], v[0], 2, nullptr); },
+           {rand_t(rng, {2, 3, 4})});
+
+  // a composite: masked scaled dot-product attention, as the models used to build it
+  add_case("attention", "composite q[2,3,4] k[2,3,4] v[2,3,4] causal",
            [](const std::vector<Var>& v) {
              Var s = matmul(v[0], v[1], false, true) * 0.5;  // [2,3,3]
              Var p =

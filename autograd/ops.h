@@ -113,9 +113,25 @@ Var softmax(const Var& a);
 Var log_softmax(const Var& a);
 // Fused: (x - mean)·rstd·gamma + beta over the last axis; saves mean and rstd.
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-5);
+// Fused residual + LayerNorm: layer_norm(x + res, gamma, beta, eps) in one node (the post-norm
+// sublayer's LN(x + f(x))); saves the sum, mean and rstd, and writes the sum's gradient
+// straight into both inputs.
+Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta,
+                   double eps = 1e-5);
 // Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p). Identity
 // when !training or p == 0.
 Var dropout(const Var& a, double p, bool training, Rng& rng);
+
+// ---- attention ---------------------------------------------------------------------------
+// Multi-head scaled dot-product attention fused into one node: per batch b and head h,
+// ctx = softmax(mask(Q·Kᵀ/√Dh))·V, where Q, K, V are head h's column block [h·Dh, (h+1)·Dh)
+// of q [B, Tq, C], k [B, Tk, C], v [B, Tk, C] (read in place, no permute copies) and ctx is
+// written into the same block of the result [B, Tq, C]. mask (may be null, 1 = forbidden)
+// broadcasts to [B, H, Tq, Tk]; a fully masked row attends to nothing (zeros, zero gradient).
+// The backward makes one pass over each head's scores. `weights`, when given, receives a copy
+// of the probabilities [B, H, Tq, Tk].
+Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mask* mask,
+              Tensor* weights = nullptr);
 
 // ---- loss -------------------------------------------------------------------------------
 // Fused log_softmax + negative log-likelihood over logits [..., V] and one target per row.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/ops_util.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 namespace detail {
@@ -60,6 +61,7 @@ namespace {
 // summed over the broadcast dimensions of each input.
 template <typename F, typename GA, typename GB>
 Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
+  profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_same_dtype(a, b, op);
   Broadcast bc = detail::broadcast_shapes(a.shape(), b.shape(), op);
   Tensor out = Tensor::empty(bc.out, a.dtype());
@@ -89,37 +91,27 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
           // dA += ∂f/∂a · g, dB += ∂f/∂b · g (summed where broadcast)
           (void)op;
           const int64_t n = o.value.numel();
-          // A gradient every element of which is written here needs no zero
-          // fill when it is new (grad_fresh); summed ones do (grad_buffer).
+          // Gradients whose every element is written here (same shape) need no zero fill
+          // when new; summed ones (broadcast) accumulate.
           if (bc.same) {
-            if (ai->requires_grad) {
-              T* da = grad_fresh(*ai) ? nullptr : ai->grad.data<T>();
-              T* w = ai->grad.data<T>();
-              for (int64_t i = 0; i < n; ++i)
-                w[i] = (da ? da[i] : T(0)) + ga(g[i], pa[i], pb[i], po[i]);
-            }
-            if (bi->requires_grad) {
-              T* db = grad_fresh(*bi) ? nullptr : bi->grad.data<T>();
-              T* w = bi->grad.data<T>();
-              for (int64_t i = 0; i < n; ++i)
-                w[i] = (db ? db[i] : T(0)) + gb(g[i], pa[i], pb[i], po[i]);
-            }
+            const auto wa = detail::GradWriter<T>::of(*ai), wb = detail::GradWriter<T>::of(*bi);
+            if (wa.d)
+              for (int64_t i = 0; i < n; ++i) wa.put(i, ga(g[i], pa[i], pb[i], po[i]));
+            if (wb.d)
+              for (int64_t i = 0; i < n; ++i) wb.put(i, gb(g[i], pa[i], pb[i], po[i]));
             return;
           }
-          T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
+          T* db = detail::GradWriter<T>::accumulate(*bi).d;
           if (const int64_t in = bc.suffix_inner; in > 0) {
-            if (ai->requires_grad) {
-              T* da = grad_fresh(*ai) ? nullptr : ai->grad.data<T>();
-              T* w = ai->grad.data<T>();
+            if (const auto wa = detail::GradWriter<T>::of(*ai); wa.d)
               for (int64_t r = 0; r < n; r += in)
                 for (int64_t j = 0; j < in; ++j)
-                  w[r + j] = (da ? da[r + j] : T(0)) + ga(g[r + j], pa[r + j], pb[j], po[r + j]);
-            }
+                  wa.put(r + j, ga(g[r + j], pa[r + j], pb[j], po[r + j]));
             if (db)
               for (int64_t r = 0; r < n; r += in)
                 for (int64_t j = 0; j < in; ++j) db[j] += gb(g[r + j], pa[r + j], pb[j], po[r + j]);
           } else {
-            T* da = ai->requires_grad ? grad_buffer(*ai).data<T>() : nullptr;
+            T* da = detail::GradWriter<T>::accumulate(*ai).d;
             broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) {
               if (da) da[ia] += ga(g[io], pa[ia], pb[ib], po[io]);
               if (db) db[ib] += gb(g[io], pa[ia], pb[ib], po[io]);
@@ -132,6 +124,7 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
 // out = f(a); backward da += df(g, a, out).
 template <typename F, typename DF>
 Var unary(const char* op, const Var& a, F f, DF df) {
+  profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_defined(a, op);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
@@ -147,13 +140,8 @@ Var unary(const char* op, const Var& a, F f, DF df) {
       const T* pa = ai->value.data<T>();
       const T* po = o.value.data<T>();
       const int64_t n = o.value.numel();
-      if (grad_fresh(*ai)) {  // every element written: no zero fill
-        T* da = ai->grad.data<T>();
-        for (int64_t i = 0; i < n; ++i) da[i] = df(g[i], pa[i], po[i]);
-      } else {
-        T* da = ai->grad.data<T>();
-        for (int64_t i = 0; i < n; ++i) da[i] += df(g[i], pa[i], po[i]);
-      }
+      const auto da = detail::GradWriter<T>::of(*ai);  // every element written
+      for (int64_t i = 0; i < n; ++i) da.put(i, df(g[i], pa[i], po[i]));
     });
   });
 }

@@ -4,6 +4,7 @@
 // [M,K] (or [K,M] when trans_a), B is stored [K,N] (or [N,K] when trans_b).
 #include "autograd/kernels.h"
 #include "autograd/ops_util.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 
@@ -75,6 +76,7 @@ void gemm_backward(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a
 }  // namespace
 
 Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
+  profile::Scope prof_("matmul", profile::Phase::Forward);
   MatmulPlan p = plan_matmul(a, b, ta, tb);
   // A shared B with untransposed A: all batches' rows stack into one [batch·M, K] gemm.
   const bool flat = p.shared_b && !ta;
@@ -93,32 +95,32 @@ Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
                        tb ? p.k : p.n, T(0), pc + i * c_step, p.n);
   });
   const bool grad = detail::wants_grad({&a, &b});
-  return detail::make_result("matmul", std::move(out), grad,
-                             [ai = a.shared(), bi = b.shared(), ta, tb, gemms, m, n = p.n, k = p.k,
-                              a_step, b_step, c_step](VarImpl& o) {
-                               dispatch(o.value.dtype(), [&](auto tag) {
-                                 using T = decltype(tag);
-                                 const T* pa = ai->value.data<T>();
-                                 const T* pb = bi->value.data<T>();
-                                 const T* dc = o.grad.data<T>();
-                                 const bool fa = ai->requires_grad && grad_fresh(*ai);
-                                 const bool fb = bi->requires_grad && grad_fresh(*bi);
-                                 T* da = ai->requires_grad ? ai->grad.data<T>() : nullptr;
-                                 T* db = bi->requires_grad ? bi->grad.data<T>() : nullptr;
-                                 for (int64_t i = 0; i < gemms; ++i) {
-                                   // Each batch writes its own slice of dA; a shared B (b_step 0)
-                                   // sums over batches.
-                                   const T beta_b = fb && (b_step != 0 || i == 0) ? T(0) : T(1);
-                                   gemm_backward<T>(
-                                       ta, tb, m, n, k, pa + i * a_step, pb + i * b_step,
-                                       dc + i * c_step, da ? da + i * a_step : nullptr,
-                                       db ? db + i * b_step : nullptr, fa ? T(0) : T(1), beta_b);
-                                 }
-                               });
-                             });
+  return detail::make_result(
+      "matmul", std::move(out), grad,
+      [ai = a.shared(), bi = b.shared(), ta, tb, gemms, m, n = p.n, k = p.k, a_step, b_step,
+       c_step](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* pa = ai->value.data<T>();
+          const T* pb = bi->value.data<T>();
+          const T* dc = o.grad.data<T>();
+          const auto wa = detail::GradWriter<T>::of(*ai);
+          const auto wb = detail::GradWriter<T>::of(*bi);
+          T *da = wa.d, *db = wb.d;
+          for (int64_t i = 0; i < gemms; ++i) {
+            // Each batch writes its own slice of dA; a shared B (b_step 0)
+            // sums over batches.
+            const T beta_b = wb.fresh && (b_step != 0 || i == 0) ? T(0) : T(1);
+            gemm_backward<T>(ta, tb, m, n, k, pa + i * a_step, pb + i * b_step, dc + i * c_step,
+                             da ? da + i * a_step : nullptr, db ? db + i * b_step : nullptr,
+                             wa.beta(), beta_b);
+          }
+        });
+      });
 }
 
 Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
+  profile::Scope prof_("affine", profile::Phase::Forward);
   const char* op = "affine";
   detail::check_same_dtype(x, w, op);
   const bool has_b = b.defined();
@@ -152,15 +154,13 @@ Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
                                dispatch(o.value.dtype(), [&](auto tag) {
                                  using T = decltype(tag);
                                  const T* g = o.grad.data<T>();
-                                 const bool fx = xi->requires_grad && grad_fresh(*xi);
-                                 const bool fw = wi->requires_grad && grad_fresh(*wi);
-                                 T* dx = xi->requires_grad ? xi->grad.data<T>() : nullptr;
-                                 T* dw = wi->requires_grad ? wi->grad.data<T>() : nullptr;
+                                 const auto wx = detail::GradWriter<T>::of(*xi);
+                                 const auto ww = detail::GradWriter<T>::of(*wi);
                                  gemm_backward<T>(false, tw, r, n, k, xi->value.data<T>(),
-                                                  wi->value.data<T>(), g, dx, dw, fx ? T(0) : T(1),
-                                                  fw ? T(0) : T(1));
+                                                  wi->value.data<T>(), g, wx.d, ww.d, wx.beta(),
+                                                  ww.beta());
                                  if (bi && bi->requires_grad) {
-                                   T* db = grad_buffer(*bi).data<T>();
+                                   T* db = detail::GradWriter<T>::accumulate(*bi).d;
                                    for (int64_t i = 0; i < r; ++i)
                                      for (int64_t j = 0; j < n; ++j) db[j] += g[i * n + j];
                                  }

@@ -7,6 +7,7 @@
 
 #include "autograd/kernels.h"
 #include "autograd/ops_util.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 
@@ -21,6 +22,7 @@ Mask Mask::causal(int64_t t) {
 }
 
 Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& ids_shape) {
+  profile::Scope prof_("embedding", profile::Phase::Forward);
   detail::check_defined(weight, "embedding");
   if (weight.ndim() != 2)
     fail("embedding", "weight must be [V, C], got " + shape_str(weight.shape()));
@@ -49,7 +51,7 @@ Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& i
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
-                         T* d = grad_buffer(*wi).data<T>();
+                         T* d = detail::GradWriter<T>::accumulate(*wi).d;
                          for (size_t i = 0; i < ids.size(); ++i) {
                            T* row = d + ids[i] * c;
                            const T* gr = g + static_cast<int64_t>(i) * c;
@@ -60,6 +62,7 @@ Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& i
 }
 
 Var masked_fill(const Var& a, const Mask& mask, double value) {
+  profile::Scope prof_("masked_fill", profile::Phase::Forward);
   detail::check_defined(a, "masked_fill");
   if (shape_numel(mask.shape) != static_cast<int64_t>(mask.data.size()))
     fail("masked_fill", "mask data does not fill its shape " + shape_str(mask.shape));
@@ -98,7 +101,7 @@ Var masked_fill(const Var& a, const Mask& mask, double value) {
         dispatch(o.value.dtype(), [&](auto tag) {
           using T = decltype(tag);
           const T* g = o.grad.data<T>();
-          T* d = grad_buffer(*ai).data<T>();
+          T* d = detail::GradWriter<T>::accumulate(*ai).d;
           detail::broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t im) {
             if (!m[static_cast<size_t>(im)]) d[ia] += g[io];
           });
@@ -116,6 +119,7 @@ int64_t last_dim(const Var& a, const char* op) {
 }  // namespace
 
 Var softmax(const Var& a) {
+  profile::Scope prof_("softmax", profile::Phase::Forward);
   const int64_t c = last_dim(a, "softmax");
   const int64_t r = c ? a.numel() / c : 0;
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -124,26 +128,25 @@ Var softmax(const Var& a) {
     kernels::softmax_rows<T>(a.value().data<T>(), out.data<T>(), r, c);
   });
   // dx = y ⊙ (g − Σ g·y) per row
-  return make_result(
-      "softmax", std::move(out), wants_grad({&a}), [ai = a.shared(), r, c](VarImpl& o) {
-        dispatch(o.value.dtype(), [&](auto tag) {
-          using T = decltype(tag);
-          const T* y = o.value.data<T>();
-          const T* g = o.grad.data<T>();
-          const T keep = grad_fresh(*ai) ? T(0) : T(1);  // all written
-          T* d = ai->grad.data<T>();
-          for (int64_t i = 0; i < r; ++i) {
-            T dot = 0;
-            for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
-            for (int64_t j = 0; j < c; ++j)
-              d[i * c + j] =
-                  (keep != T(0) ? d[i * c + j] : T(0)) + y[i * c + j] * (g[i * c + j] - dot);
-          }
-        });
-      });
+  return make_result("softmax", std::move(out), wants_grad({&a}),
+                     [ai = a.shared(), r, c](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* y = o.value.data<T>();
+                         const T* g = o.grad.data<T>();
+                         const auto dx = detail::GradWriter<T>::of(*ai);  // every element written
+                         for (int64_t i = 0; i < r; ++i) {
+                           T dot = 0;
+                           for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
+                           for (int64_t j = 0; j < c; ++j)
+                             dx.put(i * c + j, y[i * c + j] * (g[i * c + j] - dot));
+                         }
+                       });
+                     });
 }
 
 Var log_softmax(const Var& a) {
+  profile::Scope prof_("log_softmax", profile::Phase::Forward);
   const int64_t c = last_dim(a, "log_softmax");
   const int64_t r = c ? a.numel() / c : 0;
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -158,7 +161,7 @@ Var log_softmax(const Var& a) {
                          using T = decltype(tag);
                          const T* y = o.value.data<T>();
                          const T* g = o.grad.data<T>();
-                         T* d = grad_buffer(*ai).data<T>();
+                         T* d = detail::GradWriter<T>::accumulate(*ai).d;
                          for (int64_t i = 0; i < r; ++i) {
                            T s = 0;
                            for (int64_t j = 0; j < c; ++j) s += g[i * c + j];
@@ -169,14 +172,54 @@ Var log_softmax(const Var& a) {
                      });
 }
 
-Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
-  const int64_t c = last_dim(x, "layer_norm");
-  detail::check_same_dtype(x, gamma, "layer_norm");
-  detail::check_same_dtype(x, beta, "layer_norm");
+namespace {
+
+int64_t check_layer_norm(const Var& x, const Var& gamma, const Var& beta, const char* op) {
+  const int64_t c = last_dim(x, op);
+  detail::check_same_dtype(x, gamma, op);
+  detail::check_same_dtype(x, beta, op);
   if (gamma.shape() != Shape{c} || beta.shape() != Shape{c})
-    fail("layer_norm", "gamma " + shape_str(gamma.shape()) + " and beta " +
-                           shape_str(beta.shape()) + " must be [" + std::to_string(c) +
-                           "] for input " + shape_str(x.shape()));
+    fail(op, "gamma " + shape_str(gamma.shape()) + " and beta " + shape_str(beta.shape()) +
+                 " must be [" + std::to_string(c) + "] for input " + shape_str(x.shape()));
+  return c;
+}
+
+// x̂ = (x − μ)·rstd;  dγ += Σ_rows g·x̂;  dβ += Σ_rows g;
+// dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) with ĝ = g·γ, put into dx1 and (when given) dx2,
+// in that order per element (so one value as both inputs receives the sum of both).
+template <typename T>
+void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, const T* rs, int64_t r,
+                         int64_t c, const detail::GradWriter<T>& dx1,
+                         const detail::GradWriter<T>& dx2, T* dg, T* db) {
+  for (int64_t i = 0; i < r; ++i) {
+    const T* xr = px + i * c;
+    const T* gr = g + i * c;
+    const T m = mu[i], s = rs[i];
+    if (dg)
+      for (int64_t j = 0; j < c; ++j) dg[j] += gr[j] * ((xr[j] - m) * s);
+    if (db)
+      for (int64_t j = 0; j < c; ++j) db[j] += gr[j];
+    if (!dx1.d && !dx2.d) continue;
+    // mean(ĝ) and mean(ĝ·x̂) as 8-way sums (kernels::row_sum): vectorized
+    const T m1 =
+        kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j]; }) / static_cast<T>(c);
+    const T m2 =
+        kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
+        static_cast<T>(c);
+    for (int64_t j = 0; j < c; ++j) {
+      const T xh = (xr[j] - m) * s;
+      const T v = s * (gr[j] * pg[j] - m1 - xh * m2);
+      if (dx1.d) dx1.put(i * c + j, v);
+      if (dx2.d) dx2.put(i * c + j, v);
+    }
+  }
+}
+
+}  // namespace
+
+Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
+  profile::Scope prof_("layer_norm", profile::Phase::Forward);
+  const int64_t c = check_layer_norm(x, gamma, beta, "layer_norm");
   const int64_t r = c ? x.numel() / c : 0;
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   Tensor mean = Tensor::empty({r}, x.dtype()), rstd = Tensor::empty({r}, x.dtype());
@@ -186,48 +229,58 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
                                 beta.value().data<T>(), out.data<T>(), mean.data<T>(),
                                 rstd.data<T>(), r, c, eps);
   });
-  // x̂ = (x − μ)·rstd;  dγ += Σ_rows g·x̂;  dβ += Σ_rows g;
-  // dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) with ĝ = g·γ
   return make_result(
       "layer_norm", std::move(out), wants_grad({&x, &gamma, &beta}),
       [xi = x.shared(), gi = gamma.shared(), bi = beta.shared(), mean, rstd, r, c](VarImpl& o) {
         dispatch(o.value.dtype(), [&](auto tag) {
           using T = decltype(tag);
-          const T* px = xi->value.data<T>();
-          const T* pg = gi->value.data<T>();
-          const T* g = o.grad.data<T>();
-          const T* mu = mean.data<T>();
-          const T* rs = rstd.data<T>();
-          const bool fresh_x = xi->requires_grad && grad_fresh(*xi);  // every element written
-          T* dx = xi->requires_grad ? xi->grad.data<T>() : nullptr;
-          T* dg = gi->requires_grad ? grad_buffer(*gi).data<T>() : nullptr;
-          T* db = bi->requires_grad ? grad_buffer(*bi).data<T>() : nullptr;
-          for (int64_t i = 0; i < r; ++i) {
-            const T* xr = px + i * c;
-            const T* gr = g + i * c;
-            T m1 = 0, m2 = 0;
-            for (int64_t j = 0; j < c; ++j) {
-              T xh = (xr[j] - mu[i]) * rs[i];
-              if (dg) dg[j] += gr[j] * xh;
-              if (db) db[j] += gr[j];
-              T gh = gr[j] * pg[j];
-              m1 += gh;
-              m2 += gh * xh;
-            }
-            if (!dx) continue;
-            m1 /= static_cast<T>(c);
-            m2 /= static_cast<T>(c);
-            for (int64_t j = 0; j < c; ++j) {
-              T xh = (xr[j] - mu[i]) * rs[i];
-              const T v = rs[i] * (gr[j] * pg[j] - m1 - xh * m2);
-              dx[i * c + j] = fresh_x ? v : dx[i * c + j] + v;
-            }
-          }
+          const auto dx = detail::GradWriter<T>::of(*xi);  // every element written
+          layer_norm_backward<T>(xi->value.data<T>(), gi->value.data<T>(), o.grad.data<T>(),
+                                 mean.data<T>(), rstd.data<T>(), r, c, dx, {},
+                                 detail::GradWriter<T>::accumulate(*gi).d,
+                                 detail::GradWriter<T>::accumulate(*bi).d);
         });
       });
 }
 
+Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta, double eps) {
+  profile::Scope prof_("add_layer_norm", profile::Phase::Forward);
+  const int64_t c = check_layer_norm(x, gamma, beta, "add_layer_norm");
+  detail::check_same_dtype(x, res, "add_layer_norm");
+  if (res.shape() != x.shape())
+    fail("add_layer_norm", "residual " + shape_str(res.shape()) + " and input " +
+                               shape_str(x.shape()) + " must have the same shape");
+  const int64_t r = c ? x.numel() / c : 0;
+  Tensor sum = Tensor::empty(x.shape(), x.dtype());  // x + res, kept for the backward
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor mean = Tensor::empty({r}, x.dtype()), rstd = Tensor::empty({r}, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* a = x.value().data<T>();
+    const T* b = res.value().data<T>();
+    T* ps = sum.data<T>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) ps[i] = a[i] + b[i];
+    kernels::layer_norm_rows<T>(ps, gamma.value().data<T>(), beta.value().data<T>(), out.data<T>(),
+                                mean.data<T>(), rstd.data<T>(), r, c, eps);
+  });
+  // as layer_norm over s = x + res, with ds written to both dx and dres
+  return make_result("add_layer_norm", std::move(out), wants_grad({&x, &res, &gamma, &beta}),
+                     [xi = x.shared(), ri = res.shared(), gi = gamma.shared(), bi = beta.shared(),
+                      sum, mean, rstd, r, c](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const auto dx = detail::GradWriter<T>::of(*xi);
+                         const auto dr = detail::GradWriter<T>::of(*ri);
+                         layer_norm_backward<T>(sum.data<T>(), gi->value.data<T>(),
+                                                o.grad.data<T>(), mean.data<T>(), rstd.data<T>(), r,
+                                                c, dx, dr, detail::GradWriter<T>::accumulate(*gi).d,
+                                                detail::GradWriter<T>::accumulate(*bi).d);
+                       });
+                     });
+}
+
 Var dropout(const Var& a, double p, bool training, Rng& rng) {
+  profile::Scope prof_("dropout", profile::Phase::Forward);
   detail::check_defined(a, "dropout");
   if (!(p >= 0.0 && p < 1.0))
     fail("dropout", "probability " + std::to_string(p) + " is not in [0, 1)");
@@ -252,13 +305,14 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
                          const T* k = keep.data<T>();
-                         T* d = grad_buffer(*ai).data<T>();
+                         T* d = detail::GradWriter<T>::accumulate(*ai).d;
                          for (int64_t i = 0, n = o.value.numel(); i < n; ++i) d[i] += g[i] * k[i];
                        });
                      });
 }
 
 Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossEntropyOptions opt) {
+  profile::Scope prof_("cross_entropy", profile::Phase::Forward);
   const int64_t v = last_dim(logits, "cross_entropy");
   const int64_t r = v ? logits.numel() / v : 0;
   if (static_cast<int64_t>(targets.size()) != r)
@@ -323,7 +377,7 @@ Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossE
           using T = decltype(tag);
           const T g = o.grad.data<T>()[0] / static_cast<T>(n_valid);
           const T* pp = prob.data<T>();
-          T* d = grad_buffer(*li).data<T>();
+          T* d = detail::GradWriter<T>::accumulate(*li).d;
           const T smooth = static_cast<T>(e / static_cast<double>(v));
           const T on = static_cast<T>(1 - e);
           for (int64_t i = 0; i < r; ++i) {

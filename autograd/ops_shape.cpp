@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "autograd/ops_util.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 
@@ -26,6 +27,7 @@ Split split_at(const Shape& s, int axis) {
 
 // sum over everything, scaled (scale = 1 for sum, 1/n for mean).
 Var reduce_all(const char* op, const Var& a, double scale) {
+  profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_defined(a, op);
   Tensor out = Tensor::empty({}, a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
@@ -40,13 +42,14 @@ Var reduce_all(const char* op, const Var& a, double scale) {
     dispatch(o.value.dtype(), [&](auto tag) {
       using T = decltype(tag);
       T g = o.grad.data<T>()[0] * static_cast<T>(scale);
-      T* da = grad_buffer(*ai).data<T>();
+      T* da = detail::GradWriter<T>::accumulate(*ai).d;
       for (int64_t i = 0, n = ai->value.numel(); i < n; ++i) da[i] += g;
     });
   });
 }
 
 Var reduce_axis(const char* op, const Var& a, int axis, bool keepdim, bool is_mean) {
+  profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_defined(a, op);
   int ax = detail::norm_axis(axis, a.ndim(), op, a.shape());
   Split sp = split_at(a.shape(), ax);
@@ -74,7 +77,7 @@ Var reduce_axis(const char* op, const Var& a, int axis, bool keepdim, bool is_me
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
-                         T* da = grad_buffer(*ai).data<T>();
+                         T* da = detail::GradWriter<T>::accumulate(*ai).d;
                          for (int64_t oo = 0; oo < sp.outer; ++oo)
                            for (int64_t j = 0; j < sp.along; ++j)
                              for (int64_t i = 0; i < sp.inner; ++i)
@@ -102,6 +105,7 @@ Var mean(const Var& a, int axis, bool keepdim) {
 }
 
 Var reshape(const Var& a, Shape shape) {
+  profile::Scope prof_("reshape", profile::Phase::Forward);
   detail::check_defined(a, "reshape");
   int infer = -1;
   int64_t known = 1;
@@ -178,6 +182,7 @@ Tensor permute_tensor(const Tensor& a, const std::vector<int>& perm) {
 }  // namespace
 
 Var permute(const Var& a, const std::vector<int>& perm) {
+  profile::Scope prof_("permute", profile::Phase::Forward);
   detail::check_defined(a, "permute");
   const int nd = a.ndim();
   std::string ps;
@@ -209,6 +214,7 @@ Var transpose(const Var& a, int d0, int d1) {
 }
 
 Var concat(const std::vector<Var>& parts, int axis) {
+  profile::Scope prof_("concat", profile::Phase::Forward);
   if (parts.empty()) fail("concat", "no inputs");
   for (const Var& p : parts) detail::check_same_dtype(parts[0], p, "concat");
   const Shape& s0 = parts[0].shape();
@@ -254,7 +260,7 @@ Var concat(const std::vector<Var>& parts, int axis) {
       for (size_t k = 0; k < impls.size(); ++k) {
         int64_t w = widths[k];
         if (impls[k]->requires_grad) {
-          T* d = grad_buffer(*impls[k]).data<T>();
+          T* d = detail::GradWriter<T>::accumulate(*impls[k]).d;
           for (int64_t oo = 0; oo < so.outer; ++oo) {
             const T* src = g + oo * so.along * so.inner + offset;
             for (int64_t j = 0; j < w; ++j) d[oo * w + j] += src[j];
@@ -267,6 +273,7 @@ Var concat(const std::vector<Var>& parts, int axis) {
 }
 
 Var slice(const Var& a, int axis, int64_t start, int64_t end) {
+  profile::Scope prof_("slice", profile::Phase::Forward);
   detail::check_defined(a, "slice");
   int ax = detail::norm_axis(axis, a.ndim(), "slice", a.shape());
   Split sp = split_at(a.shape(), ax);
@@ -290,7 +297,7 @@ Var slice(const Var& a, int axis, int64_t start, int64_t end) {
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
-                         T* d = grad_buffer(*ai).data<T>();
+                         T* d = detail::GradWriter<T>::accumulate(*ai).d;
                          for (int64_t oo = 0; oo < sp.outer; ++oo)
                            for (int64_t j = 0; j < w; ++j)
                              d[oo * row + src_off + j] += g[oo * w + j];

@@ -31,10 +31,33 @@ Var make_result(const char* op, Tensor value, bool grad, Fn&& backward, bool ano
   Var out(std::move(value), grad);
   if (grad) {
     VarImpl* o = out.impl();
-    Tape::current().record(out.shared(), [o, fn = std::forward<Fn>(backward)]() { fn(*o); });
+    Tape::current().record(
+        out.shared(), [o, fn = std::forward<Fn>(backward)]() { fn(*o); }, op);
   }
   return out;
 }
+
+// The one way a backward writes an input's gradient. `of` is for closures that write EVERY
+// element once: a gradient allocated just now stays uninitialized and is written (put stores,
+// BLAS beta 0); one that already holds a gradient is added to (put adds, beta 1). `accumulate`
+// always adds (into zeros if new), for closures that write some elements, or some twice. d is
+// null when the input needs no gradient.
+template <typename T>
+struct GradWriter {
+  T* d = nullptr;
+  bool fresh = false;
+  static GradWriter of(VarImpl& x) {
+    if (!x.requires_grad) return {};
+    const bool f = grad_fresh(x);
+    return {x.grad.data<T>(), f};
+  }
+  static GradWriter accumulate(VarImpl& x) {
+    if (!x.requires_grad) return {};
+    return {grad_buffer(x).data<T>(), false};
+  }
+  T beta() const { return fresh ? T(0) : T(1); }
+  void put(int64_t i, T v) const { d[i] = fresh ? v : d[i] + v; }
+};
 
 inline void check_defined(const Var& a, const char* op) {
   if (!a.defined()) fail(op, "input is undefined");

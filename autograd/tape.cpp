@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "autograd/profile.h"
+
 namespace seqtape {
 
 Var::Var(Tensor value, bool requires_grad) : impl_(std::make_shared<VarImpl>()) {
@@ -57,10 +59,10 @@ Tape& Tape::current() {
   return tape;
 }
 
-void Tape::record(const std::shared_ptr<VarImpl>& out, Backward fn) {
+void Tape::record(const std::shared_ptr<VarImpl>& out, Backward fn, const char* op) {
   out->leaf = false;
   out->tape_generation = generation_;
-  nodes_.push_back(Node{out, std::move(fn)});
+  nodes_.push_back(Node{out, std::move(fn), op});
 }
 
 void Tape::backward(const Var& root) {
@@ -89,11 +91,13 @@ void Tape::backward(const Var& root, const Tensor& upstream) {
   for (size_t i = nodes_.size(); i-- > 0;) {
     Node& n = nodes_[i];
     if (!n.out->grad.defined()) continue;  // not on a path to the root: no work
+    profile::Scope prof(n.op, profile::Phase::Backward);
     n.fn();
   }
 }
 
 void Tape::clear() {
+  profile::Scope prof("tape.clear");  // mostly the release of last step's tensors
   nodes_.clear();
   ++generation_;
 }

@@ -78,8 +78,9 @@ class Tape {
   // The tape ops record into on this thread.
   static Tape& current();
 
-  // Records a node. Ops call this through make_result() in ops_util.h.
-  void record(const std::shared_ptr<VarImpl>& out, Backward fn);
+  // Records a node. Ops call this through make_result() in ops_util.h; `op` (a string
+  // literal) names the node's backward in the profiler.
+  void record(const std::shared_ptr<VarImpl>& out, Backward fn, const char* op = "op");
 
   // Reverse-mode from a one-element root (seed 1) or from any root with an upstream
   // gradient of the root's shape. Intermediate gradients are reset first, so calling
@@ -104,6 +105,7 @@ class Tape {
   struct Node {
     std::shared_ptr<VarImpl> out;
     Backward fn;
+    const char* op;
   };
   std::vector<Node> nodes_;
   uint64_t generation_ = 1;

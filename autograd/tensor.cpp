@@ -7,6 +7,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "autograd/profile.h"
+
 namespace seqtape {
 
 size_t dtype_size(DType d) {
@@ -57,6 +59,8 @@ struct Pool {
   std::array<std::vector<void*>, kBuckets> free;
   size_t cached = 0;
   size_t in_use = 0;
+  uint64_t mallocs = 0;   // buffers that had to come from aligned_alloc
+  uint64_t acquires = 0;  // buffers handed out (from the free lists or fresh)
 };
 Pool& pool() {
   static Pool* p = new Pool();  // never destroyed: tensors may outlive static destructors
@@ -86,6 +90,8 @@ struct Buffer {
         p.cached -= size_t{1} << bucket;
       }
       p.in_use += size_t{1} << bucket;
+      ++p.acquires;
+      if (!ptr) ++p.mallocs;
     }
     if (!ptr) {
       ptr = std::aligned_alloc(64, size_t{1} << bucket);
@@ -120,9 +126,14 @@ size_t pool_bytes_cached() {
   std::lock_guard<std::mutex> lock(pool().mu);
   return pool().cached;
 }
+PoolCounts pool_counts() {
+  std::lock_guard<std::mutex> lock(pool().mu);
+  return PoolCounts{pool().acquires, pool().mallocs};
+}
 
 // ---- Tensor -----------------------------------------------------------------------------
 Tensor Tensor::empty(Shape shape, DType dtype) {
+  profile::Scope prof("alloc");
   Tensor t;
   t.numel_ = shape_numel(shape);
   // nbytes() must not wrap around (a [2^61] f64 tensor would get a 1-byte buffer).

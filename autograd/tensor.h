@@ -112,5 +112,11 @@ class Tensor {
 // repeated steps do not grow memory.
 size_t pool_bytes_in_use();
 size_t pool_bytes_cached();
+// Buffers handed out by the pool since the start, and how many of them needed a fresh
+// aligned_alloc (the rest were reused): a steady training step should add no mallocs.
+struct PoolCounts {
+  uint64_t acquires = 0, mallocs = 0;
+};
+PoolCounts pool_counts();
 
 }  // namespace seqtape

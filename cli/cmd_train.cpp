@@ -1,13 +1,12 @@
-// `seqtape train`, `seqtape gen-copy` and `seqtape export`.
+// `seqtape train`.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "autograd/profile.h"
 #include "cli/commands.h"
-#include "train/copy_task.h"
-#include "train/export.h"
 #include "train/trainer.h"
 
 namespace seqtape::cli {
@@ -25,6 +24,7 @@ struct TrainArgs {
   CLI::Option *d_model_o, *heads_o, *enc_o, *dec_o, *ffn_o, *maxpos_o, *pe_base_o, *dropout_o,
       *tie_o, *init_seed_o, *lr_o, *preset_o;
   bool no_progress = false;
+  bool profile = false;
 };
 
 void apply_flags(const TrainArgs& a, ModelConfig& c) {
@@ -74,6 +74,94 @@ ModelConfig build_config(TrainArgs& a) {
   return c;
 }
 
+// Flag values CLI11 cannot check by itself; each is a usage error naming the flag.
+void check_training_flags(const TrainOptions& o, double weight_decay) {
+  if (o.steps < 0 || !(o.epochs >= 0 && std::isfinite(o.epochs)))
+    throw UsageError("--steps and --epochs must be >= 0");
+  if (o.steps == 0 && o.epochs == 0) throw UsageError("give --steps N or --epochs N");
+  // CLI11 saturates an out-of-range integer to INT64_MAX instead of refusing it.
+  if (o.steps > 1'000'000'000'000 || o.epochs > 1e9)
+    throw UsageError("--steps must be at most 10^12 and --epochs at most 10^9");
+  if (!(o.schedule.lr > 0 && std::isfinite(o.schedule.lr)))
+    throw UsageError("--lr must be a finite number > 0");
+  if (!(o.clip >= 0 && std::isfinite(o.clip))) throw UsageError("--clip must be >= 0");
+  if (o.threads < 0) throw UsageError("--threads must be >= 0");
+  if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
+    throw UsageError("--label-smoothing must be in [0, 1)");
+  if (!(o.valid_fraction >= 0 && o.valid_fraction < 1))
+    throw UsageError("--valid-fraction must be in [0, 1)");
+  if (o.schedule.warmup < 0 || o.valid_max < 0 || o.eval_every < 0 || o.save_every < 0 ||
+      o.eval_max < 0 || !(weight_decay >= 0 && std::isfinite(weight_decay)))
+    throw UsageError(
+        "--warmup, --valid-max, --eval-every, --save-every, --eval-max and --weight-decay "
+        "must be >= 0");
+}
+
+// The optimization, data-order, logging and checkpointing flags.
+void add_training_options(CLI::App& sub, TrainArgs& a) {
+  sub.add_option("--steps", a.o.steps, "optimizer steps (default: from --epochs)");
+  sub.add_option("--epochs", a.o.epochs,
+                 "passes over the training data (used when --steps is not given)");
+  sub.add_option("--batch", a.o.batch, "examples per batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  a.lr_o = sub.add_option("--lr", a.o.schedule.lr, "learning rate (peak, with --warmup)")
+               ->capture_default_str();
+  sub.add_option("--warmup", a.o.schedule.warmup,
+                 "warmup steps, then inverse-square-root decay (0: constant)")
+      ->capture_default_str();
+  sub.add_option("--optimizer", a.optimizer, "sgd | momentum | adam | adamw")
+      ->capture_default_str();
+  sub.add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay");
+  sub.add_option("--clip", a.o.clip, "max global gradient norm (0: off)")->capture_default_str();
+  sub.add_option("--label-smoothing", a.o.label_smoothing, "cross-entropy label smoothing")
+      ->capture_default_str();
+  sub.add_option("--seed", a.o.seed, "seed of data order, split and dropout")
+      ->capture_default_str();
+  sub.add_option("--threads", a.o.threads, "OpenBLAS threads (0: library default)")
+      ->capture_default_str();
+  sub.add_option("--valid-fraction", a.o.valid_fraction, "fraction of --data held out")
+      ->capture_default_str();
+  sub.add_option("--valid-max", a.o.valid_max, "at most this many held out")->capture_default_str();
+  sub.add_option("--log-every", a.o.log_every, "log a metrics row every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub.add_option("--eval-every", a.o.eval_every, "evaluate every N steps (0: at the end)")
+      ->capture_default_str();
+  sub.add_option("--save-every", a.o.save_every, "checkpoint every N steps (and at the end)")
+      ->capture_default_str();
+  sub.add_option("--eval-max", a.o.eval_max, "validation examples greedily decoded for exact match")
+      ->capture_default_str();
+  sub.add_flag("--resume", a.o.resume, "continue from <out>/checkpoint.bin (same data and flags)");
+  sub.add_flag("--no-progress", a.no_progress, "plain log lines even on a terminal");
+  sub.add_flag("--anomaly", a.o.anomaly,
+               "check every op's result and name the first non-finite one");
+  sub.add_flag("--profile", a.profile,
+               "print the time per op kind (forward, backward), optimizer, clipping, data and "
+               "allocation as a share of the step");
+}
+
+int run_train(TrainArgs& a) {
+  TrainOptions o = a.o;
+  check_training_flags(o, a.weight_decay);
+  o.model = build_config(a);
+  try {
+    o.optim.kind = parse_optimizer(a.optimizer);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  o.optim.weight_decay = a.weight_decay;
+  if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
+  if (a.no_progress) o.progress = 0;
+  profile::set_enabled(a.profile);
+  TrainReport r = train(o, std::cout);
+  std::printf("trained steps %lld..%lld in %.2f s (%.0f tokens/s); final loss %.5f\n",
+              static_cast<long long>(r.first_step), static_cast<long long>(r.last_step), r.seconds,
+              r.tokens_per_second, r.losses.empty() ? 0.0 : r.losses.back());
+  if (a.profile) std::fputs(profile::report("training step profile").c_str(), stdout);
+  return kOk;
+}
+
 }  // namespace
 
 void register_train(CLI::App& app, Runner& run) {
@@ -111,133 +199,8 @@ void register_train(CLI::App& app, Runner& run) {
   a->tie_o = g->add_flag("--tie", a->tie, "tie the output projection to the embedding");
   a->maxpos_o = g->add_option("--max-positions", a->max_positions, "longest sequence");
   a->init_seed_o = g->add_option("--init-seed", a->init_seed, "seed of the weight initialization");
-  sub->add_option("--steps", o.steps, "optimizer steps (default: from --epochs)");
-  sub->add_option("--epochs", o.epochs,
-                  "passes over the training data (used when --steps is not given)");
-  sub->add_option("--batch", o.batch, "examples per batch")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  a->lr_o = sub->add_option("--lr", o.schedule.lr, "learning rate (peak, with --warmup)")
-                ->capture_default_str();
-  sub->add_option("--warmup", o.schedule.warmup,
-                  "warmup steps, then inverse-square-root decay (0: constant)")
-      ->capture_default_str();
-  sub->add_option("--optimizer", a->optimizer, "sgd | momentum | adam | adamw")
-      ->capture_default_str();
-  sub->add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay");
-  sub->add_option("--clip", o.clip, "max global gradient norm (0: off)")->capture_default_str();
-  sub->add_option("--label-smoothing", o.label_smoothing, "cross-entropy label smoothing")
-      ->capture_default_str();
-  sub->add_option("--seed", o.seed, "seed of data order, split and dropout")->capture_default_str();
-  sub->add_option("--threads", o.threads, "OpenBLAS threads (0: library default)")
-      ->capture_default_str();
-  sub->add_option("--valid-fraction", o.valid_fraction, "fraction of --data held out")
-      ->capture_default_str();
-  sub->add_option("--valid-max", o.valid_max, "at most this many held out")->capture_default_str();
-  sub->add_option("--log-every", o.log_every, "log a metrics row every N steps")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end)")
-      ->capture_default_str();
-  sub->add_option("--save-every", o.save_every, "checkpoint every N steps (and at the end)")
-      ->capture_default_str();
-  sub->add_option("--eval-max", o.eval_max, "validation examples greedily decoded for exact match")
-      ->capture_default_str();
-  sub->add_flag("--resume", o.resume, "continue from <out>/checkpoint.bin (same data and flags)");
-  sub->add_flag("--no-progress", a->no_progress, "plain log lines even on a terminal");
-  sub->add_flag("--anomaly", o.anomaly,
-                "check every op's result and name the first non-finite one");
-  sub->callback([&run, a] {
-    run = [a] {
-      TrainOptions o = a->o;
-      if (o.steps < 0 || !(o.epochs >= 0 && std::isfinite(o.epochs)))
-        throw UsageError("--steps and --epochs must be >= 0");
-      if (o.steps == 0 && o.epochs == 0) throw UsageError("give --steps N or --epochs N");
-      // CLI11 saturates an out-of-range integer to INT64_MAX instead of refusing it.
-      if (o.steps > 1'000'000'000'000 || o.epochs > 1e9)
-        throw UsageError("--steps must be at most 10^12 and --epochs at most 10^9");
-      if (!(o.schedule.lr > 0 && std::isfinite(o.schedule.lr)))
-        throw UsageError("--lr must be a finite number > 0");
-      if (!(o.clip >= 0 && std::isfinite(o.clip))) throw UsageError("--clip must be >= 0");
-      if (o.threads < 0) throw UsageError("--threads must be >= 0");
-      if (!(o.label_smoothing >= 0 && o.label_smoothing < 1))
-        throw UsageError("--label-smoothing must be in [0, 1)");
-      if (!(o.valid_fraction >= 0 && o.valid_fraction < 1))
-        throw UsageError("--valid-fraction must be in [0, 1)");
-      if (o.schedule.warmup < 0 || o.valid_max < 0 || o.eval_every < 0 || o.save_every < 0 ||
-          o.eval_max < 0 || !(a->weight_decay >= 0 && std::isfinite(a->weight_decay)))
-        throw UsageError(
-            "--warmup, --valid-max, --eval-every, --save-every, --eval-max and --weight-decay "
-            "must be >= 0");
-      o.model = build_config(*a);
-      try {
-        o.optim.kind = parse_optimizer(a->optimizer);
-      } catch (const Error& e) {
-        throw UsageError(e.what());
-      }
-      o.optim.weight_decay = a->weight_decay;
-      if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
-      if (a->no_progress) o.progress = 0;
-      TrainReport r = train(o, std::cout);
-      std::printf("trained steps %lld..%lld in %.2f s (%.0f tokens/s); final loss %.5f\n",
-                  static_cast<long long>(r.first_step), static_cast<long long>(r.last_step),
-                  r.seconds, r.tokens_per_second, r.losses.empty() ? 0.0 : r.losses.back());
-      return kOk;
-    };
-  });
-}
-
-void register_gen_copy(CLI::App& app, Runner& run) {
-  struct Args {
-    std::string out;
-    CopyTaskOptions o;
-  };
-  auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("gen-copy",
-                                     "Generate the copy task: random strings of Chinese "
-                                     "characters, held-out split disjoint from training");
-  sub->add_option("--out", a->out, "directory for train.tsv, valid.tsv, vocab.txt")->required();
-  sub->add_option("--train", a->o.n_train, "training strings")->capture_default_str();
-  sub->add_option("--valid", a->o.n_valid, "held-out strings (never in training)")
-      ->capture_default_str();
-  sub->add_option("--min-len", a->o.min_len, "shortest string")->capture_default_str();
-  sub->add_option("--max-len", a->o.max_len, "longest string")->capture_default_str();
-  sub->add_option("--seed", a->o.seed, "random seed")->capture_default_str();
-  sub->callback([&run, a] {
-    run = [a] {
-      CopyTask t;
-      try {
-        t = generate_copy_task(a->o);  // its errors are all about the flags
-      } catch (const Error& e) {
-        throw UsageError(e.what());
-      }
-      write_copy_task(a->out, t, a->o.alphabet);
-      std::printf(
-          "wrote %zu training and %zu held-out strings to %s/{train,valid}.tsv and vocab.txt\n",
-          t.train.size(), t.valid.size(), a->out.c_str());
-      return kOk;
-    };
-  });
-}
-
-void register_export(CLI::App& app, Runner& run) {
-  struct Args {
-    std::string model, out;
-  };
-  auto a = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("export",
-                                     "Write a checkpoint's weights as safetensors plus config.json "
-                                     "and vocab.txt (readable by numpy/PyTorch)");
-  sub->add_option("--model", a->model, "checkpoint.bin written by seqtape train")->required();
-  sub->add_option("--out", a->out, "output directory")->required();
-  sub->callback([&run, a] {
-    run = [a] {
-      ExportReport r = export_checkpoint(a->model, a->out);
-      std::printf("wrote %zu tensors to %s, with config.json and vocab.txt\n", r.tensors,
-                  r.safetensors_path.c_str());
-      return kOk;
-    };
-  });
+  add_training_options(*sub, *a);
+  sub->callback([&run, a] { run = [a] { return run_train(*a); }; });
 }
 
 }  // namespace seqtape::cli

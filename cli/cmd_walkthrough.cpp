@@ -120,10 +120,7 @@ void section(std::ostream& os, const std::string& title) {
 
 // ---- the encoder-decoder document -----------------------------------------------------------
 
-void print_encdec(std::ostream& os) {
-  heading(os, "Encoder-decoder, training step by step (reference document 004)");
-
-  Vocab vocab = copy_vocab();
+void print_ids(std::ostream& os, const Vocab& vocab) {
   section(os, "1. Special tokens and ids of the copy sample 今天天气很好");
   std::string v;
   for (int32_t i = 0; i < vocab.size(); ++i)
@@ -139,7 +136,9 @@ void print_encdec(std::ostream& os) {
            "[3,4,4,5,6,7,2]"});
   ids.print(os);
   os << "  teacher forcing: the labels are the decoder input shifted left by one.\n";
+}
 
+void print_pe_table(std::ostream& os) {
   section(os, "2. Sinusoidal positional encoding, d = 4, base 100: computed (document)");
   Tensor pe = reference_pe_table();
   auto printed = printed_pe_rows();
@@ -155,7 +154,9 @@ void print_encdec(std::ostream& os) {
   os << "  PE(p,2i) = sin(p / 100^(2i/4)), PE(p,2i+1) = cos(p / 100^(2i/4)); largest |computed - "
         "printed| = "
      << fmt(pe_max_abs_diff(), 4) << " (every entry within 0.01)\n";
+}
 
+void print_causal_mask(std::ostream& os) {
   section(os, "3. Causal mask of the decoder (7 positions): 1 = hidden; softmax of zero scores");
   auto mask = causal_mask_rows(7);
   auto sm = causal_softmax_of_zeros(7);
@@ -170,7 +171,9 @@ void print_encdec(std::ostream& os) {
   }
   mt.print(os);
   os << "  masked scores are -inf, so their softmax weight is exactly 0.\n";
+}
 
+void print_cross_entropy(std::ostream& os) {
   section(os, "4. Cross-entropy (the library's cross_entropy on constructed logits)");
   Table ct({"quantity", "computed", "document"});
   ct.add({"-log p(target), p = 0.131", fmt(cross_entropy_for_prob(kPrintedTargetProb), 4), "2.03"});
@@ -182,7 +185,9 @@ void print_encdec(std::ostream& os) {
           fmt(kPrintedMeanLoss, 2)});
   ct.print(os);
   os << "  (seven rows whose target probabilities are exp(-loss), targets = the labels above)\n";
+}
 
+void print_padded_batch(std::ostream& os) {
   section(os, "5. Padded batch: pad positions get no attention, no loss, no gradient");
   PaddedBatchCheck pb = padded_batch_check();
   Table bt({"row", "encoder input", "length"});
@@ -211,12 +216,20 @@ void print_encdec(std::ostream& os) {
         "base 100), seeded, untrained.\n";
 }
 
+void print_encdec(std::ostream& os) {
+  heading(os, "Encoder-decoder, training step by step (reference document 004)");
+
+  Vocab vocab = copy_vocab();
+  print_ids(os, vocab);
+  print_pe_table(os);
+  print_causal_mask(os);
+  print_cross_entropy(os);
+  print_padded_batch(os);
+}
+
 // ---- F15 --------------------------------------------------------------------------------------
 
-void print_f15(std::ostream& os, DecoderOnly& model, const F15Fit* fit, const std::string& origin) {
-  heading(os, "F15: from the last row, to one token, to an answer (reference document 000)");
-  Vocab vocab = f15_vocab();
-
+void print_output_head(std::ostream& os) {
   section(os, "1. The output head: h = [1,2] times the 2x6 teaching Wout (library matmul)");
   OutputHeadExample ex = output_head_example();
   Table ht({"", "c0", "c1", "c2", "c3", "c4", "c5"});
@@ -231,7 +244,10 @@ void print_f15(std::ostream& os, DecoderOnly& model, const F15Fit* fit, const st
   ht.add(srow);
   ht.print(os);
   os << "  argmax = " << ex.argmax << " (document: [0,1,2,3,-1,-2], argmax 3)\n";
+}
 
+void print_tiny_model(std::ostream& os, const Vocab& vocab, const DecoderOnly& model,
+                      const F15Fit* fit, const std::string& origin) {
   section(os, "2. The tiny model");
   std::string v;
   for (int32_t i = 0; i < vocab.size(); ++i)
@@ -253,12 +269,11 @@ void print_f15(std::ostream& os, DecoderOnly& model, const F15Fit* fit, const st
     }
     os << "  target probabilities " << p << ", logit margins " << m << "\n";
   }
+}
 
-  section(os, "3. Greedy generation from 我爱 = [1,2]");
-  Tokenizer tok(vocab);
-  std::vector<int32_t> prompt = tok.encode("我爱");
-  const std::vector<Round> rounds = greedy_rounds_cached(model, vocab, prompt, 8).rounds;
-  const std::vector<Round> full = greedy_rounds_recompute(model, vocab, prompt, 8);
+// One row per round: what was fed, the cache, the pick, and |Δ| against both recomputes.
+void print_rounds_table(std::ostream& os, const Vocab& vocab, const std::vector<Round>& rounds,
+                        const std::vector<Round>& full) {
   Table rt({"round", "phase", "tokens fed", "cache", "selected", "top candidates (probability)",
             "stop", "|Δ| recompute", "|Δ| training"});
   for (size_t i = 0; i < rounds.size(); ++i) {
@@ -278,17 +293,10 @@ void print_f15(std::ostream& os, DecoderOnly& model, const F15Fit* fit, const st
             i < full.size() ? fmt_g(vs_training) : "n/a"});
   }
   rt.print(os);
-  std::vector<int32_t> sel;
-  std::vector<int64_t> cache;
-  for (const Round& r : rounds) sel.push_back(r.selected.id), cache.push_back(r.cache_after);
-  os << "  selections " << list(sel) << ", cache lengths " << list(cache)
-     << " (document: [3,5,6], [2,3,4])\n";
-  os << "  decoded by the KV-cached engine (infer/): prefill feeds the prompt, each decode feeds "
-        "only the token selected before it.\n"
-        "  |Δ| recompute = max |cached logits - the same engine recomputing the whole prefix "
-        "without a cache|;\n"
-        "  |Δ| training  = max |cached logits - the training model's forward over the whole "
-        "prefix| (float32).\n\n";
+}
+
+void print_logits_and_attention(std::ostream& os, const Vocab& vocab,
+                                const std::vector<Round>& rounds) {
   Table lg({"round", "logits over <pad> 我 爱 学习 <bos> ！ <eos>"});
   for (const Round& r : rounds) {
     std::string s;
@@ -310,7 +318,29 @@ void print_f15(std::ostream& os, DecoderOnly& model, const F15Fit* fit, const st
       }
   os << "\n";
   at.print(os);
+}
 
+void print_greedy_rounds(std::ostream& os, const Vocab& vocab, DecoderOnly& model) {
+  section(os, "3. Greedy generation from 我爱 = [1,2]");
+  std::vector<int32_t> prompt = Tokenizer(vocab).encode("我爱");
+  const std::vector<Round> rounds = greedy_rounds_cached(model, vocab, prompt, 8).rounds;
+  const std::vector<Round> full = greedy_rounds_recompute(model, vocab, prompt, 8);
+  print_rounds_table(os, vocab, rounds, full);
+  std::vector<int32_t> sel;
+  std::vector<int64_t> cache;
+  for (const Round& r : rounds) sel.push_back(r.selected.id), cache.push_back(r.cache_after);
+  os << "  selections " << list(sel) << ", cache lengths " << list(cache)
+     << " (document: [3,5,6], [2,3,4])\n";
+  os << "  decoded by the KV-cached engine (infer/): prefill feeds the prompt, each decode feeds "
+        "only the token selected before it.\n"
+        "  |Δ| recompute = max |cached logits - the same engine recomputing the whole prefix "
+        "without a cache|;\n"
+        "  |Δ| training  = max |cached logits - the training model's forward over the whole "
+        "prefix| (float32).\n\n";
+  print_logits_and_attention(os, vocab, rounds);
+}
+
+void print_state_example(std::ostream& os, const Vocab& vocab, DecoderOnly& model) {
   section(os, "4. Selected is not processed: the state example on prompt [1,2,3] (DecodeSession)");
   Table st({"event", "output", "cache length", "selected, not yet processed"});
   for (const StateRow& s : state_example(model))
@@ -319,11 +349,13 @@ void print_f15(std::ostream& os, DecoderOnly& model, const F15Fit* fit, const st
   st.print(os);
   os << "  the document's given probabilities [0.6,0.3,0.1] over ids [4,5,<eos>]: greedy picks "
      << greedy_pick({4, 5, 6}, {0.6, 0.3, 0.1}) << " (the highest; it does not sample)\n";
+}
 
+void print_streaming(std::ostream& os, const Vocab& vocab) {
   section(os, "5. Streaming: 学习 is one token of two characters");
   Utf8StreamBuffer buf;
   std::string shown;
-  const std::string bytes = tok.decode(std::vector<int32_t>{3, 5});
+  const std::string bytes = Tokenizer(vocab).decode(std::vector<int32_t>{3, 5});
   // Feed the bytes one at a time, as a stream might cut them, and show only complete characters.
   int held = 0;
   for (char c : bytes) {
@@ -336,6 +368,16 @@ void print_f15(std::ostream& os, DecoderOnly& model, const F15Fit* fit, const st
   os << "  tokens [3,5] decode to \"" << shown << "\" (" << bytes.size()
      << " UTF-8 bytes); fed byte by byte, " << held
      << " of them were held back as incomplete characters.\n";
+}
+
+void print_f15(std::ostream& os, DecoderOnly& model, const F15Fit* fit, const std::string& origin) {
+  heading(os, "F15: from the last row, to one token, to an answer (reference document 000)");
+  Vocab vocab = f15_vocab();
+  print_output_head(os);
+  print_tiny_model(os, vocab, model, fit, origin);
+  print_greedy_rounds(os, vocab, model);
+  print_state_example(os, vocab, model);
+  print_streaming(os, vocab);
 }
 
 void write_text(const std::string& path, const std::string& text) {

@@ -9,31 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/sinusoidal.h"
+#include "train/weights.h"
 
 namespace seqtape {
 
 namespace {
-
-using Expected = std::vector<std::pair<std::string, Shape>>;
-
-void add_attention(Expected& e, const std::string& p, const ModelConfig& c) {
-  const int64_t C = c.d_model;
-  for (const char* w : {"q", "k", "v", "o"}) {
-    e.push_back({p + ".w" + w, {C, C}});
-    if (c.attn_bias) e.push_back({p + ".b" + w, {C}});
-  }
-}
-void add_norm(Expected& e, const std::string& p, const ModelConfig& c) {
-  if (c.norm == NormPlacement::None) return;
-  e.push_back({p + ".gamma", {c.d_model}});
-  e.push_back({p + ".beta", {c.d_model}});
-}
-void add_ffn(Expected& e, const std::string& p, const ModelConfig& c) {
-  e.push_back({p + ".w1", {c.d_model, c.d_ff}});
-  if (c.ffn_bias) e.push_back({p + ".b1", {c.d_ff}});
-  e.push_back({p + ".w2", {c.d_ff, c.d_model}});
-  if (c.ffn_bias) e.push_back({p + ".b2", {c.d_model}});
-}
 
 // The given weights by name.
 class ParamTable {
@@ -54,7 +34,6 @@ class ParamTable {
   }
   Tensor maybe(const std::string& name, bool present) { return present ? get(name) : Tensor(); }
   const std::string& where() const { return where_; }
-  const std::map<std::string, const Tensor*>& all() const { return by_name_; }
 
  private:
   std::string where_;
@@ -107,40 +86,6 @@ void transpose_decoder_layer(DecoderLayerParams& l, bool seq2seq) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, Shape>> InferenceModel::expected_parameters(
-    const ModelConfig& c) {
-  Expected e;
-  e.push_back({"embed.weight", {c.vocab_size, c.d_model}});
-  if (c.pos_encoding == PosEncoding::Learned)
-    e.push_back({"pos.weight", {c.max_positions, c.d_model}});
-  const bool s2s = c.arch == Arch::Seq2Seq;
-  if (s2s) {
-    for (int64_t i = 0; i < c.n_encoder_layers; ++i) {
-      const std::string p = "encoder.layers." + std::to_string(i);
-      add_attention(e, p + ".self_attn", c);
-      add_norm(e, p + ".norm1", c);
-      add_ffn(e, p + ".ffn", c);
-      add_norm(e, p + ".norm2", c);
-    }
-    if (c.norm == NormPlacement::Pre) add_norm(e, "encoder.final_norm", c);
-  }
-  for (int64_t i = 0; i < c.n_decoder_layers; ++i) {
-    const std::string p = "decoder.layers." + std::to_string(i);
-    add_attention(e, p + ".self_attn", c);
-    add_norm(e, p + ".norm1", c);
-    if (s2s) {
-      add_attention(e, p + ".cross_attn", c);
-      add_norm(e, p + ".norm2", c);
-    }
-    add_ffn(e, p + ".ffn", c);
-    add_norm(e, p + (s2s ? ".norm3" : ".norm2"), c);
-  }
-  if (c.norm == NormPlacement::Pre) add_norm(e, "decoder.final_norm", c);
-  if (!c.tie_output) e.push_back({"out_proj.weight", {c.d_model, c.vocab_size}});
-  e.push_back({"out_proj.bias", {c.vocab_size}});
-  return e;
-}
-
 InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
                                const std::vector<NamedTensor>& params, const std::string& where,
                                WeightLayout layout)
@@ -155,28 +100,10 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
                     " tokens, the configuration's vocab_size is " +
                     std::to_string(cfg_.vocab_size));
 
-  // Names and shapes first, so the message names the first problem in model order.
-  const Expected expected = expected_parameters(cfg_);
-  ParamTable table(params, where);
-  std::map<std::string, Shape> want(expected.begin(), expected.end());
-  for (const auto& [name, shape] : expected) {
-    auto it = table.all().find(name);
-    if (it == table.all().end())
-      fail(where, "missing parameter '" + name + "' " + shape_str(shape) + " (the " +
-                      to_string(cfg_.arch) + " configuration needs it)");
-    if (it->second->shape() != shape)
-      fail(where, "parameter '" + name + "' has shape " + shape_str(it->second->shape()) +
-                      ", the configuration needs " + shape_str(shape));
-  }
-  for (const auto& [name, t] : table.all())
-    if (!want.count(name))
-      fail(where, "unexpected parameter '" + name + "' " + shape_str(t->shape()) +
-                      " (not part of this " + to_string(cfg_.arch) + " configuration)");
-  for (const auto& [name, t] : table.all()) {
-    check_finite(*t, name, where);
+  // Names, shapes and finite values against nn's parameter list (train/weights.h).
+  for (const auto& [name, t] : check_parameters(cfg_, params, where))
     parameter_count_ += static_cast<size_t>(t->numel());
-  }
-
+  ParamTable table(params, where);
   embed_ = table.get("embed.weight");  // [V, C]
   if (cfg_.pos_encoding == PosEncoding::Learned)
     positions_ = table.get("pos.weight");  // [P, C]

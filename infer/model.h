@@ -4,7 +4,7 @@
 // training model's parameters share their storage with it, nothing is copied.
 //
 // The weights are the training model's, with its names and its [in, out] layout (y = x·W + b);
-// see nn/transformer.h for the parameter list. infer/ recomputes the same math with the same
+// see nn/param_names.h for the parameter list. infer/ recomputes the same math with the same
 // kernels, without the tape. WeightLayout::Decode (what load() uses) keeps the decoder's
 // matrices transposed instead — see WeightLayout.
 //
@@ -81,9 +81,6 @@ class InferenceModel {
   InferenceModel(const ModelConfig& cfg, Vocab vocab, const std::vector<NamedTensor>& params,
                  const std::string& where = "parameters",
                  WeightLayout layout = WeightLayout::Training);
-
-  // The names and shapes a configuration implies, in the training model's order.
-  static std::vector<std::pair<std::string, Shape>> expected_parameters(const ModelConfig& cfg);
 
   const ModelConfig& config() const { return cfg_; }
   const Vocab& vocab() const { return vocab_; }

@@ -4,8 +4,11 @@
 #include <limits>
 
 #include "nn/layers.h"
+#include "nn/param_names.h"
 
 namespace seqtape {
+
+namespace pn = param_name;
 
 Mask key_padding_mask(const std::vector<int32_t>& len, int64_t Tk) {
   const auto B = static_cast<int64_t>(len.size());
@@ -29,8 +32,8 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t n_heads, bool bi
                                        DType dtype)
     : d_model_(d_model), n_heads_(n_heads), dropout_(dropout) {
   if (n_heads < 1 || d_model % n_heads != 0)
-    throw Error("MultiHeadAttention: d_model " + std::to_string(d_model) +
-                " is not divisible by n_heads " + std::to_string(n_heads));
+    fail("MultiHeadAttention", "d_model " + std::to_string(d_model) +
+                                   " is not divisible by n_heads " + std::to_string(n_heads));
   const int64_t C = d_model;
   auto w = [&](const char* name) {
     return register_parameter(name, {C, C}, dtype, ParamInit::xavier(C, C));  // [C, C]
@@ -38,25 +41,33 @@ MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t n_heads, bool bi
   auto b = [&](const char* name) {
     return bias ? register_parameter(name, {C}, dtype, ParamInit::zeros()) : Var();  // [C]
   };
-  wq_ = w("wq");
-  bq_ = b("bq");
-  wk_ = w("wk");
-  bk_ = b("bk");
-  wv_ = w("wv");
-  bv_ = b("bv");
-  wo_ = w("wo");
-  bo_ = b("bo");
+  wq_ = w(pn::kWq);
+  bq_ = b(pn::kBq);
+  wk_ = w(pn::kWk);
+  bk_ = b(pn::kBk);
+  wv_ = w(pn::kWv);
+  bv_ = b(pn::kBv);
+  wo_ = w(pn::kWo);
+  bo_ = b(pn::kBo);
 }
 
 Var MultiHeadAttention::forward(const Var& x, const Var& kv, const Mask* mask, Rng& rng) {
   if (x.ndim() != 3 || kv.ndim() != 3 || x.dim(2) != d_model_ || kv.dim(2) != d_model_ ||
       x.dim(0) != kv.dim(0))
-    throw Error("MultiHeadAttention: queries " + shape_str(x.shape()) + " and keys/values " +
-                shape_str(kv.shape()) + " must be [B, T, " + std::to_string(d_model_) +
-                "] with the same B");
+    fail("MultiHeadAttention", "queries " + shape_str(x.shape()) + " and keys/values " +
+                                   shape_str(kv.shape()) + " must be [B, T, " +
+                                   std::to_string(d_model_) + "] with the same B");
   const int64_t B = x.dim(0), Tq = x.dim(1), Tk = kv.dim(1);
   const int64_t H = n_heads_, Dh = d_model_ / n_heads_;
 
+  if (dropout_ == 0.0 || !training()) {  // the fused op: no head copies, one node
+    Var q = linear(x, wq_, bq_);         // [B, Tq, C]
+    Var k = linear(kv, wk_, bk_);        // [B, Tk, C]
+    Var v = linear(kv, wv_, bv_);        // [B, Tk, C]
+    Var ctx = attention(q, k, v, H, mask, capture_ ? &last_attention_ : nullptr);  // [B, Tq, C]
+    return linear(ctx, wo_, bo_);                                                  // [B, Tq, C]
+  }
+  // Dropout on the weights sits between softmax and P·V: the unfused graph.
   // [B, T, C] → [B, T, H, Dh] → [B, H, T, Dh]
   auto split = [&](const Var& t, int64_t T) {
     return permute(reshape(t, {B, T, H, Dh}), {0, 2, 1, 3});

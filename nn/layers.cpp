@@ -2,7 +2,11 @@
 
 #include <cmath>
 
+#include "nn/param_names.h"
+
 namespace seqtape {
+
+namespace pn = param_name;
 
 Var linear(const Var& x, const Var& w, const Var& b) {
   return affine(x, w, b);  // [..., in] -> [..., out]
@@ -21,24 +25,24 @@ Var activate(const Var& x, Activation act) {
     case Activation::Tanh:
       return tanh(x);
   }
-  throw Error("activate: unknown activation");
+  fail("activate", "unknown activation");
 }
 
 // ---- Linear -------------------------------------------------------------------------------
 
 Linear::Linear(int64_t in, int64_t out, bool bias, DType dtype) {
   weight_ =
-      register_parameter("weight", {in, out}, dtype, ParamInit::xavier(in, out));  // [in, out]
-  if (bias) bias_ = register_parameter("bias", {out}, dtype, ParamInit::zeros());  // [out]
+      register_parameter(pn::kWeight, {in, out}, dtype, ParamInit::xavier(in, out));  // [in, out]
+  if (bias) bias_ = register_parameter(pn::kBias, {out}, dtype, ParamInit::zeros());  // [out]
 }
 
 Linear::Linear(int64_t in, int64_t out, bool bias, const Var& shared, DType dtype)
     : weight_(shared), tied_(true) {
   if (!shared.defined() || shared.ndim() != 2 || shared.dim(0) != out || shared.dim(1) != in)
-    throw Error("Linear (tied): shared weight must be [out, in] = " + shape_str({out, in}) +
-                ", got " + (shared.defined() ? shape_str(shared.shape()) : "undefined"));
-  if (shared.dtype() != dtype) throw Error("Linear (tied): shared weight has another dtype");
-  if (bias) bias_ = register_parameter("bias", {out}, dtype, ParamInit::zeros());  // [out]
+    fail("Linear (tied)", "shared weight must be [out, in] = " + shape_str({out, in}) + ", got " +
+                              (shared.defined() ? shape_str(shared.shape()) : "undefined"));
+  if (shared.dtype() != dtype) fail("Linear (tied)", "shared weight has another dtype");
+  if (bias) bias_ = register_parameter(pn::kBias, {out}, dtype, ParamInit::zeros());  // [out]
 }
 
 Var Linear::forward(const Var& x) const {
@@ -48,15 +52,15 @@ Var Linear::forward(const Var& x) const {
 // ---- Embedding ----------------------------------------------------------------------------
 
 Embedding::Embedding(int64_t vocab, int64_t dim, DType dtype) {
-  weight_ = register_parameter("weight", {vocab, dim}, dtype, ParamInit::normal(1.0));  // [V, C]
+  weight_ = register_parameter(pn::kWeight, {vocab, dim}, dtype, ParamInit::normal(1.0));  // [V, C]
 }
 
 Var Embedding::forward(const std::vector<int32_t>& ids, const Shape& ids_shape) const {
   const int64_t V = weight_.dim(0);
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= V)
-      throw Error("Embedding: id " + std::to_string(ids[i]) + " at flat position " +
-                  std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      fail("Embedding", "id " + std::to_string(ids[i]) + " at flat position " + std::to_string(i) +
+                            " is outside the vocabulary [0, " + std::to_string(V) + ")");
   return embedding(weight_, ids, ids_shape);  // ids_shape + [C]
 }
 
@@ -69,37 +73,43 @@ PositionalEncoding::PositionalEncoding(PosEncoding kind, int64_t max_positions, 
     table_ = Var(sinusoidal_table(static_cast<int>(max_positions), static_cast<int>(dim), base,
                                   dtype));  // [P, C], constant
   else if (kind == PosEncoding::Learned)
-    table_ = register_parameter("weight", {max_positions, dim}, dtype,
+    table_ = register_parameter(pn::kWeight, {max_positions, dim}, dtype,
                                 ParamInit::normal(1.0));  // [P, C]
 }
 
 Var PositionalEncoding::forward(int64_t T) const {
   if (kind_ == PosEncoding::None) return Var();
   if (T < 1 || T > max_positions_)
-    throw Error("PositionalEncoding: length " + std::to_string(T) + " outside [1, max_positions " +
-                std::to_string(max_positions_) + "]");
+    fail("PositionalEncoding", "length " + std::to_string(T) + " outside [1, max_positions " +
+                                   std::to_string(max_positions_) + "]");
   return slice(table_, 0, 0, T);  // [T, C]
 }
 
 // ---- LayerNorm ----------------------------------------------------------------------------
 
 LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
-  gamma_ = register_parameter("gamma", {dim}, dtype, ParamInit::ones());  // [C]
-  beta_ = register_parameter("beta", {dim}, dtype, ParamInit::zeros());   // [C]
+  gamma_ = register_parameter(pn::kGamma, {dim}, dtype, ParamInit::ones());  // [C]
+  beta_ = register_parameter(pn::kBeta, {dim}, dtype, ParamInit::zeros());   // [C]
 }
 
 Var LayerNorm::forward(const Var& x) const {
   return layer_norm(x, gamma_, beta_, eps_);
 }
 
+Var LayerNorm::forward_add(const Var& x, const Var& res) const {
+  return add_layer_norm(x, res, gamma_, beta_, eps_);
+}
+
 // ---- FeedForward --------------------------------------------------------------------------
 
 FeedForward::FeedForward(int64_t dim, int64_t hidden, Activation act, bool bias, DType dtype)
     : act_(act) {
-  w1_ = register_parameter("w1", {dim, hidden}, dtype, ParamInit::xavier(dim, hidden));  // [C, F]
-  if (bias) b1_ = register_parameter("b1", {hidden}, dtype, ParamInit::zeros());         // [F]
-  w2_ = register_parameter("w2", {hidden, dim}, dtype, ParamInit::xavier(hidden, dim));  // [F, C]
-  if (bias) b2_ = register_parameter("b2", {dim}, dtype, ParamInit::zeros());            // [C]
+  w1_ =
+      register_parameter(pn::kW1, {dim, hidden}, dtype, ParamInit::xavier(dim, hidden));  // [C, F]
+  if (bias) b1_ = register_parameter(pn::kB1, {hidden}, dtype, ParamInit::zeros());       // [F]
+  w2_ =
+      register_parameter(pn::kW2, {hidden, dim}, dtype, ParamInit::xavier(hidden, dim));  // [F, C]
+  if (bias) b2_ = register_parameter(pn::kB2, {dim}, dtype, ParamInit::zeros());          // [C]
 }
 
 Var FeedForward::forward(const Var& x) const {

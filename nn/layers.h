@@ -81,6 +81,8 @@ class LayerNorm : public Module {
  public:
   LayerNorm(int64_t dim, double eps, DType dtype);  // `gamma` [C] = 1, `beta` [C] = 0
   Var forward(const Var& x) const;                  // [..., C] -> [..., C]
+  // LN(x + res) as one fused op (the post-norm residual); [..., C], [..., C] -> [..., C]
+  Var forward_add(const Var& x, const Var& res) const;
 
  private:
   Var gamma_;

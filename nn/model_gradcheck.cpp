@@ -25,19 +25,6 @@ std::vector<int64_t> sample_coords(int64_t numel, int64_t k, Rng& rng) {
   return {picked.begin(), picked.end()};
 }
 
-// Restores a module's training flag on every exit path.
-class TrainingOff {
- public:
-  explicit TrainingOff(Module& m) : m_(m), prev_(m.training()) { m_.set_training(false); }
-  ~TrainingOff() { m_.set_training(prev_); }
-  TrainingOff(const TrainingOff&) = delete;
-  TrainingOff& operator=(const TrainingOff&) = delete;
-
- private:
-  Module& m_;
-  bool prev_;
-};
-
 }  // namespace
 
 std::vector<ModelGradcheckRow> model_gradcheck(Module& model, const std::function<Var()>& loss_fn,
@@ -45,9 +32,10 @@ std::vector<ModelGradcheckRow> model_gradcheck(Module& model, const std::functio
   auto params = model.named_parameters();
   for (const auto& [name, p] : params)
     if (p.dtype() != DType::F64)
-      throw Error("model_gradcheck: parameter '" + name + "' is " + dtype_name(p.dtype()) +
-                  "; a central difference with eps " + std::to_string(opt.eps) + " needs float64");
-  TrainingOff eval(model);
+      fail("model_gradcheck", "parameter '" + name + "' is " + dtype_name(p.dtype()) +
+                                  "; a central difference with eps " + std::to_string(opt.eps) +
+                                  " needs float64");
+  TrainingModeGuard eval(model, false);
   Tape& tape = Tape::current();
 
   // Analytic gradients from one tape backward.
@@ -55,7 +43,7 @@ std::vector<ModelGradcheckRow> model_gradcheck(Module& model, const std::functio
   model.zero_grad();
   Var loss = loss_fn();
   if (loss.numel() != 1)
-    throw Error("model_gradcheck: loss must have one element, got " + shape_str(loss.shape()));
+    fail("model_gradcheck", "loss must have one element, got " + shape_str(loss.shape()));
   tape.backward(loss);
   std::vector<Tensor> analytic;
   for (const auto& [name, p] : params)
@@ -118,20 +106,19 @@ std::vector<ModelGradcheckRow> gradcheck_config(const ModelConfig& cfg_in,
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = tgt_len[b]; t < T; ++t) labels[b * T + t] = -100;
 
+  Batch batch;  // both architectures' fields: each model reads its own
+  batch.B = B;
+  batch.S = S;
+  batch.T = T;
+  batch.src = src;
+  batch.src_len = src_len;
+  batch.tgt_in = batch.tokens = tgt;
+  batch.tgt_len = batch.len = tgt_len;
+  batch.labels = labels;
   Rng fwd_rng(0);  // unused: dropout is off
-  if (cfg.arch == Arch::Seq2Seq) {
-    Seq2Seq model(cfg, DType::F64);
-    return model_gradcheck(
-        model,
-        [&] {
-          return sequence_loss(model.forward(src, B, S, src_len, tgt, T, tgt_len, fwd_rng), labels);
-        },
-        opt);
-  }
-  DecoderOnly model(cfg, DType::F64);
+  auto model = make_model(cfg, DType::F64);
   return model_gradcheck(
-      model, [&] { return sequence_loss(model.forward(tgt, B, T, tgt_len, fwd_rng), labels); },
-      opt);
+      *model, [&] { return model->loss(batch, fwd_rng); }, opt);
 }
 
 bool all_passed(const std::vector<ModelGradcheckRow>& rows) {

@@ -12,7 +12,7 @@ std::string join(const std::string& prefix, const std::string& name) {
 
 Var Module::register_parameter(const std::string& name, Shape shape, DType dtype, ParamInit init) {
   for (const auto& e : entries_)
-    if (e.name == name) throw Error("Module: duplicate registration of '" + name + "'");
+    if (e.name == name) fail("Module", "duplicate registration of '" + name + "'");
   Var v(Tensor::zeros(std::move(shape), dtype), /*requires_grad=*/true);
   entries_.push_back({name, v, init, nullptr});
   return v;
@@ -20,7 +20,7 @@ Var Module::register_parameter(const std::string& name, Shape shape, DType dtype
 
 void Module::register_module(const std::string& name, Module& child) {
   for (const auto& e : entries_)
-    if (e.name == name) throw Error("Module: duplicate registration of '" + name + "'");
+    if (e.name == name) fail("Module", "duplicate registration of '" + name + "'");
   entries_.push_back({name, Var(), ParamInit{}, &child});
 }
 
@@ -64,7 +64,7 @@ Var Module::parameter(const std::string& name) const {
   collect("", [&](const std::string& n, const Var& v, const ParamInit&) {
     if (n == name) found = v;
   });
-  if (!found.defined()) throw Error("Module::parameter: no parameter named '" + name + "'");
+  if (!found.defined()) fail("Module::parameter", "no parameter named '" + name + "'");
   return found;
 }
 
@@ -98,7 +98,7 @@ size_t Module::set_requires_grad(const std::string& prefix, bool requires_grad) 
     }
   });
   if (matched == 0)
-    throw Error("Module::set_requires_grad: no parameter name starts with '" + prefix + "'");
+    fail("Module::set_requires_grad", "no parameter name starts with '" + prefix + "'");
   return matched;
 }
 

@@ -45,7 +45,7 @@ class Module {
   bool has_parameter(const std::string& name) const;
   size_t num_parameters() const;  // total scalar count over all parameter tensors
 
-  // Zeroes every existing gradient buffer (keeps the buffers).
+  // Drops every parameter's gradient (Var::zero_grad): the next backward writes fresh ones.
   void zero_grad();
   // Training mode: dropout is active only when training (default true). Applies to the subtree.
   void set_training(bool training);
@@ -82,6 +82,21 @@ class Module {
 
   std::vector<Entry> entries_;
   bool training_ = true;
+};
+
+// Sets a module's training mode for a scope and restores the previous one at its end.
+class TrainingModeGuard {
+ public:
+  TrainingModeGuard(Module& m, bool training) : m_(m), prev_(m.training()) {
+    m_.set_training(training);
+  }
+  ~TrainingModeGuard() { m_.set_training(prev_); }
+  TrainingModeGuard(const TrainingModeGuard&) = delete;
+  TrainingModeGuard& operator=(const TrainingModeGuard&) = delete;
+
+ private:
+  Module& m_;
+  bool prev_;
 };
 
 }  // namespace seqtape

@@ -7,9 +7,9 @@ namespace seqtape {
 
 Tensor sinusoidal_table(int positions, int d, double base, DType dtype) {
   if (positions < 0 || d < 1 || !(base > 1.0))
-    throw Error("sinusoidal_table: need positions >= 0, d >= 1, base > 1 (got " +
-                std::to_string(positions) + ", " + std::to_string(d) + ", " + std::to_string(base) +
-                ")");
+    fail("sinusoidal_table", "need positions >= 0, d >= 1, base > 1 (got " +
+                                 std::to_string(positions) + ", " + std::to_string(d) + ", " +
+                                 std::to_string(base) + ")");
   Tensor t(Shape{positions, d}, dtype);  // [P, C]
   dispatch(dtype, [&](auto zero) {
     using T = decltype(zero);

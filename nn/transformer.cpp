@@ -1,6 +1,16 @@
+// The Transformer layers, stacks and models. Dimension key: B batch, S source length, T target
+// length, C d_model, V vocabulary.
 #include "nn/transformer.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "nn/loss.h"
+#include "nn/param_names.h"
+
 namespace seqtape {
+
+namespace pn = param_name;
 
 namespace {
 
@@ -16,8 +26,9 @@ Var residual(const Var& x, NormPlacement placement, const LayerNorm* norm, doubl
              Rng& rng, F&& f) {
   if (placement == NormPlacement::Pre)
     return add(x, dropout(f(norm->forward(x)), p, training, rng));
-  Var y = add(x, dropout(f(x), p, training, rng));
-  return placement == NormPlacement::Post ? norm->forward(y) : y;
+  if (placement == NormPlacement::Post)
+    return norm->forward_add(x, dropout(f(x), p, training, rng));  // one fused node
+  return add(x, dropout(f(x), p, training, rng));
 }
 
 }  // namespace
@@ -31,10 +42,10 @@ EncoderLayer::EncoderLayer(const ModelConfig& cfg, DType dtype)
       norm1_(make_norm(cfg, dtype)),
       norm2_(make_norm(cfg, dtype)),
       ffn_(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_bias, dtype) {
-  register_module("self_attn", self_attn_);
-  if (norm1_) register_module("norm1", *norm1_);
-  register_module("ffn", ffn_);
-  if (norm2_) register_module("norm2", *norm2_);
+  register_module(pn::kSelfAttn, self_attn_);
+  if (norm1_) register_module(norm_name(1), *norm1_);
+  register_module(pn::kFfn, ffn_);
+  if (norm2_) register_module(norm_name(2), *norm2_);
 }
 
 Var EncoderLayer::forward(const Var& x, const Mask& mask, Rng& rng) {
@@ -51,19 +62,19 @@ DecoderLayer::DecoderLayer(const ModelConfig& cfg, bool cross_attention, DType d
       self_attn_(cfg.d_model, cfg.n_heads, cfg.attn_bias, cfg.dropout, dtype),
       ffn_(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_bias, dtype) {
   norm1_ = make_norm(cfg, dtype);
-  register_module("self_attn", self_attn_);
-  if (norm1_) register_module("norm1", *norm1_);
+  register_module(pn::kSelfAttn, self_attn_);
+  if (norm1_) register_module(norm_name(1), *norm1_);
   if (cross_attention) {
     cross_attn_ = std::make_unique<MultiHeadAttention>(cfg.d_model, cfg.n_heads, cfg.attn_bias,
                                                        cfg.dropout, dtype);
     norm2_ = make_norm(cfg, dtype);
-    register_module("cross_attn", *cross_attn_);
-    if (norm2_) register_module("norm2", *norm2_);
+    register_module(pn::kCrossAttn, *cross_attn_);
+    if (norm2_) register_module(norm_name(2), *norm2_);
   }
   // The FFN's norm is norm3 after a cross-attention block, norm2 without one.
-  register_module("ffn", ffn_);
+  register_module(pn::kFfn, ffn_);
   norm3_ = make_norm(cfg, dtype);
-  if (norm3_) register_module(cross_attention ? "norm3" : "norm2", *norm3_);
+  if (norm3_) register_module(norm_name(cross_attention ? 3 : 2), *norm3_);
 }
 
 Var DecoderLayer::forward(const Var& x, const Mask& self_mask, const Var& memory,
@@ -72,7 +83,7 @@ Var DecoderLayer::forward(const Var& x, const Mask& self_mask, const Var& memory
     return self_attn_.forward(in, in, &self_mask, rng);  // [B, T, C]
   });
   if (cross_attn_) {
-    if (!memory.defined()) throw Error("DecoderLayer: cross-attention needs the encoder memory");
+    if (!memory.defined()) fail("DecoderLayer", "cross-attention needs the encoder memory");
     h = residual(h, norm_, norm2_.get(), dropout_, training(), rng, [&](const Var& in) {
       return cross_attn_->forward(in, memory, cross_mask, rng);  // [B, T, C]
     });
@@ -86,11 +97,11 @@ Var DecoderLayer::forward(const Var& x, const Mask& self_mask, const Var& memory
 Encoder::Encoder(const ModelConfig& cfg, DType dtype) {
   for (int64_t i = 0; i < cfg.n_encoder_layers; ++i) {
     layers_.push_back(std::make_unique<EncoderLayer>(cfg, dtype));
-    register_module("layers." + std::to_string(i), *layers_.back());
+    register_module(layer_name(i), *layers_.back());
   }
   if (cfg.norm == NormPlacement::Pre) {
     final_norm_ = make_norm(cfg, dtype);
-    register_module("final_norm", *final_norm_);
+    register_module(pn::kFinalNorm, *final_norm_);
   }
 }
 
@@ -103,11 +114,11 @@ Var Encoder::forward(const Var& x, const Mask& mask, Rng& rng) {
 Decoder::Decoder(const ModelConfig& cfg, bool cross_attention, DType dtype) {
   for (int64_t i = 0; i < cfg.n_decoder_layers; ++i) {
     layers_.push_back(std::make_unique<DecoderLayer>(cfg, cross_attention, dtype));
-    register_module("layers." + std::to_string(i), *layers_.back());
+    register_module(layer_name(i), *layers_.back());
   }
   if (cfg.norm == NormPlacement::Pre) {
     final_norm_ = make_norm(cfg, dtype);
-    register_module("final_norm", *final_norm_);
+    register_module(pn::kFinalNorm, *final_norm_);
   }
 }
 
@@ -131,8 +142,8 @@ TransformerModel::TransformerModel(const ModelConfig& cfg, DType dtype)
       dtype_(dtype),
       embed_(cfg.vocab_size, cfg.d_model, dtype),
       pos_(cfg.pos_encoding, cfg.max_positions, cfg.d_model, cfg.pe_base, dtype) {
-  register_module("embed", embed_);
-  register_module("pos", pos_);
+  register_module(pn::kEmbed, embed_);
+  register_module(pn::kPos, pos_);
 }
 
 void TransformerModel::finish() {
@@ -141,11 +152,37 @@ void TransformerModel::finish() {
         std::make_unique<Linear>(cfg_.d_model, cfg_.vocab_size, true, embed_.weight(), dtype_);
   else
     out_proj_ = std::make_unique<Linear>(cfg_.d_model, cfg_.vocab_size, true, dtype_);
-  register_module("out_proj", *out_proj_);
+  register_module(pn::kOutProj, *out_proj_);
+  check_parameter_names();
   init_parameters(cfg_.init_seed);
   visit_modules([this](const std::string& path, Module& m) {
     if (auto* mha = dynamic_cast<MultiHeadAttention*>(&m)) attention_.emplace_back(path, mha);
   });
+}
+
+void TransformerModel::check_parameter_names() const {
+  const auto specs = parameter_specs(cfg_);
+  const auto params = named_parameters();
+  for (size_t i = 0; i < std::max(specs.size(), params.size()); ++i) {
+    const std::string registered =
+        i < params.size() ? params[i].first + " " + shape_str(params[i].second.shape()) : "nothing";
+    const std::string listed =
+        i < specs.size() ? specs[i].name + " " + shape_str(specs[i].shape) : "nothing";
+    if (registered != listed)
+      throw std::logic_error("TransformerModel: parameter " + std::to_string(i) + " is " +
+                             registered + ", nn/param_names.h lists " + listed);
+  }
+}
+
+Var TransformerModel::loss(const Batch& b, Rng& rng, double label_smoothing) {
+  return sequence_loss(logits(b, rng), b.labels, label_smoothing);  // []
+}
+
+std::vector<std::vector<int32_t>> TransformerModel::greedy_uncached(
+    const std::vector<std::vector<int32_t>>& prompts, const SpecialIds& ids, int64_t max_new) {
+  NoGradGuard no_grad;
+  TrainingModeGuard eval_mode(*this, false);
+  return greedy(prompts, ids, max_new);
 }
 
 void TransformerModel::set_capture_attention(bool on) {
@@ -162,28 +199,28 @@ std::vector<AttentionWeights> TransformerModel::attention_weights() const {
 void TransformerModel::check_batch(const char* op, const char* what,
                                    const std::vector<int32_t>& ids, int64_t B, int64_t T,
                                    const std::vector<int32_t>& len) const {
-  const std::string where = std::string(op) + ": ";
+  const std::string w(what);
   if (B < 1 || T < 1)
-    throw Error(where + what + " batch must have B >= 1 and length >= 1, got B=" +
-                std::to_string(B) + ", length=" + std::to_string(T));
+    fail(op, w + " batch must have B >= 1 and length >= 1, got B=" + std::to_string(B) +
+                 ", length=" + std::to_string(T));
   if (T > cfg_.max_positions)
-    throw Error(where + what + " length " + std::to_string(T) + " exceeds max_positions " +
-                std::to_string(cfg_.max_positions));
+    fail(op, w + " length " + std::to_string(T) + " exceeds max_positions " +
+                 std::to_string(cfg_.max_positions));
   if (static_cast<int64_t>(ids.size()) != B * T)
-    throw Error(where + what + " has " + std::to_string(ids.size()) +
-                " ids, expected B*T = " + std::to_string(B) + "*" + std::to_string(T));
+    fail(op, w + " has " + std::to_string(ids.size()) +
+                 " ids, expected B*T = " + std::to_string(B) + "*" + std::to_string(T));
   if (static_cast<int64_t>(len.size()) != B)
-    throw Error(where + what + " lengths: " + std::to_string(len.size()) +
-                " given, expected B = " + std::to_string(B));
+    fail(op, w + " lengths: " + std::to_string(len.size()) +
+                 " given, expected B = " + std::to_string(B));
   for (int64_t b = 0; b < B; ++b)
     if (len[b] < 1 || len[b] > T)
-      throw Error(where + what + " length[" + std::to_string(b) + "] = " + std::to_string(len[b]) +
-                  " outside [1, " + std::to_string(T) + "]");
+      fail(op, w + " length[" + std::to_string(b) + "] = " + std::to_string(len[b]) +
+                   " outside [1, " + std::to_string(T) + "]");
   for (int64_t i = 0; i < B * T; ++i)
     if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
-      throw Error(where + what + " id " + std::to_string(ids[i]) + " at [" + std::to_string(i / T) +
-                  "," + std::to_string(i % T) + "] is outside the vocabulary [0, " +
-                  std::to_string(cfg_.vocab_size) + ")");
+      fail(op, w + " id " + std::to_string(ids[i]) + " at [" + std::to_string(i / T) + "," +
+                   std::to_string(i % T) + "] is outside the vocabulary [0, " +
+                   std::to_string(cfg_.vocab_size) + ")");
 }
 
 Var TransformerModel::embed_inputs(const std::vector<int32_t>& ids, int64_t B, int64_t T,
@@ -203,10 +240,10 @@ Var TransformerModel::project(const Var& h) const {
 Seq2Seq::Seq2Seq(const ModelConfig& cfg, DType dtype)
     : TransformerModel(cfg, dtype), encoder_(config(), dtype), decoder_(config(), true, dtype) {
   if (config().arch != Arch::Seq2Seq)
-    throw Error("Seq2Seq: config arch is '" + std::string(to_string(config().arch)) +
-                "', expected 'seq2seq'");
-  register_module("encoder", encoder_);
-  register_module("decoder", decoder_);
+    fail("Seq2Seq",
+         "config arch is '" + std::string(to_string(config().arch)) + "', expected 'seq2seq'");
+  register_module(pn::kEncoder, encoder_);
+  register_module(pn::kDecoder, decoder_);
   finish();
 }
 
@@ -224,17 +261,17 @@ Var Seq2Seq::decode(const Var& memory, const std::vector<int32_t>& src_len,
   check_batch("Seq2Seq::decode", "tgt_in", tgt_in, B, T, tgt_len);
   if (!memory.defined() || memory.ndim() != 3 || memory.dim(0) != B ||
       memory.dim(2) != config().d_model)
-    throw Error("Seq2Seq::decode: memory must be [B=" + std::to_string(B) +
-                ", S, C=" + std::to_string(config().d_model) + "], got " +
-                (memory.defined() ? shape_str(memory.shape()) : "undefined"));
+    fail("Seq2Seq::decode", "memory must be [B=" + std::to_string(B) +
+                                ", S, C=" + std::to_string(config().d_model) + "], got " +
+                                (memory.defined() ? shape_str(memory.shape()) : "undefined"));
   const int64_t S = memory.dim(1);
   if (static_cast<int64_t>(src_len.size()) != B)
-    throw Error("Seq2Seq::decode: src_len has " + std::to_string(src_len.size()) +
-                " entries, expected B = " + std::to_string(B));
+    fail("Seq2Seq::decode", "src_len has " + std::to_string(src_len.size()) +
+                                " entries, expected B = " + std::to_string(B));
   for (int64_t b = 0; b < B; ++b)
     if (src_len[b] < 1 || src_len[b] > S)
-      throw Error("Seq2Seq::decode: src_len[" + std::to_string(b) +
-                  "] = " + std::to_string(src_len[b]) + " outside [1, " + std::to_string(S) + "]");
+      fail("Seq2Seq::decode", "src_len[" + std::to_string(b) + "] = " + std::to_string(src_len[b]) +
+                                  " outside [1, " + std::to_string(S) + "]");
   Var y = embed_inputs(tgt_in, B, T, rng);                           // [B, T, C]
   Mask self_mask = causal_padding_mask(tgt_len, T);                  // [B, 1, T, T]
   Mask cross_mask = key_padding_mask(src_len, S);                    // [B, 1, 1, S]
@@ -249,14 +286,83 @@ Var Seq2Seq::forward(const std::vector<int32_t>& src, int64_t B, int64_t S,
   return decode(memory, src_len, tgt_in, B, T, tgt_len, rng);  // [B, T, V]
 }
 
+Var Seq2Seq::logits(const Batch& b, Rng& rng) {
+  return forward(b.src, b.B, b.S, b.src_len, b.tgt_in, b.T, b.tgt_len, rng);  // [B, T, V]
+}
+
+namespace {
+
+// The index of the largest of logits[offset .. offset+V) (the first one on a tie).
+int32_t argmax_row(const Tensor& logits, int64_t offset, int64_t V) {
+  int64_t best = 0;
+  double bv = -INFINITY;
+  for (int64_t j = 0; j < V; ++j) {
+    const double x = logits.get(offset + j);
+    if (x > bv) bv = x, best = j;
+  }
+  return static_cast<int32_t>(best);
+}
+
+// Prompts right-padded into one [B, S] batch.
+struct PaddedRows {
+  std::vector<int32_t> ids, len;  // [B*S], [B]
+  int64_t B = 0, S = 0;
+};
+
+PaddedRows pad_rows(const std::vector<std::vector<int32_t>>& rows, int32_t pad) {
+  PaddedRows p;
+  p.B = static_cast<int64_t>(rows.size());
+  for (const auto& r : rows) p.S = std::max<int64_t>(p.S, static_cast<int64_t>(r.size()));
+  p.ids.assign(static_cast<size_t>(p.B * p.S), pad);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy(rows[i].begin(), rows[i].end(), p.ids.begin() + static_cast<int64_t>(i) * p.S);
+    p.len.push_back(static_cast<int32_t>(rows[i].size()));
+  }
+  return p;
+}
+
+}  // namespace
+
+// Encodes the batch once; recomputes the whole decoder prefix every step.
+std::vector<std::vector<int32_t>> Seq2Seq::greedy(const std::vector<std::vector<int32_t>>& prompts,
+                                                  const SpecialIds& ids, int64_t max_new) {
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  if (prompts.empty()) return out;
+  Rng rng(0);  // unused: no dropout in evaluation mode
+  const PaddedRows src = pad_rows(prompts, ids.pad);
+  const int64_t B = src.B, V = config().vocab_size;
+  Var memory = encode(src.ids, B, src.S, src.len, rng);  // [B, S, C]
+  std::vector<std::vector<int32_t>> seq(prompts.size(), std::vector<int32_t>{ids.bos});
+  std::vector<bool> done(prompts.size(), false);
+  const int64_t limit = std::min(max_new, config().max_positions - 1);
+  for (int64_t t = 1; t <= limit; ++t) {
+    const PaddedRows tgt = pad_rows(seq, ids.pad);                      // [B, t]
+    Var logits = decode(memory, src.len, tgt.ids, B, t, tgt.len, rng);  // [B, t, V]
+    bool all_done = true;
+    for (size_t i = 0; i < seq.size(); ++i) {
+      if (done[i]) {
+        seq[i].push_back(ids.pad);  // keeps rows rectangular; never read
+        continue;
+      }
+      const int32_t next = argmax_row(logits.value(), (static_cast<int64_t>(i) * t + t - 1) * V, V);
+      seq[i].push_back(next);
+      done[i] = next == ids.eos;
+      if (!done[i]) out[i].push_back(next);
+      all_done = all_done && done[i];
+    }
+    if (all_done) break;
+  }
+  return out;
+}
+
 // ---- DecoderOnly --------------------------------------------------------------------------
 
 DecoderOnly::DecoderOnly(const ModelConfig& cfg, DType dtype)
     : TransformerModel(cfg, dtype), decoder_(config(), false, dtype) {
   if (config().arch != Arch::DecoderOnly)
-    throw Error("DecoderOnly: config arch is '" + std::string(to_string(config().arch)) +
-                "', expected 'decoder_only'");
-  register_module("decoder", decoder_);
+    fail("DecoderOnly",
+         "config arch is '" + std::string(to_string(config().arch)) + "', expected 'decoder_only'");
+  register_module(pn::kDecoder, decoder_);
   finish();
 }
 
@@ -267,6 +373,36 @@ Var DecoderOnly::forward(const std::vector<int32_t>& tokens, int64_t B, int64_t 
   Mask mask = causal_padding_mask(len, T);                 // [B, 1, T, T]
   Var h = decoder_.forward(x, mask, Var(), nullptr, rng);  // [B, T, C]
   return project(h);                                       // [B, T, V]
+}
+
+Var DecoderOnly::logits(const Batch& b, Rng& rng) {
+  return forward(b.tokens, b.B, b.T, b.len, rng);  // [B, T, V]
+}
+
+// One prompt at a time, the whole sequence recomputed for every new token.
+std::vector<std::vector<int32_t>> DecoderOnly::greedy(
+    const std::vector<std::vector<int32_t>>& prompts, const SpecialIds& ids, int64_t max_new) {
+  Rng rng(0);  // unused: no dropout in evaluation mode
+  const int64_t V = config().vocab_size;
+  std::vector<std::vector<int32_t>> out(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<int32_t> seq = prompts[i];
+    for (int64_t n = 0; n < max_new && static_cast<int64_t>(seq.size()) < config().max_positions;
+         ++n) {
+      const auto T = static_cast<int64_t>(seq.size());
+      Var logits = forward(seq, 1, T, {static_cast<int32_t>(T)}, rng);  // [1, T, V]
+      const int32_t next = argmax_row(logits.value(), (T - 1) * V, V);
+      if (next == ids.eos) break;
+      out[i].push_back(next);
+      seq.push_back(next);
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<TransformerModel> make_model(const ModelConfig& cfg, DType dtype) {
+  if (cfg.arch == Arch::Seq2Seq) return std::make_unique<Seq2Seq>(cfg, dtype);
+  return std::make_unique<DecoderOnly>(cfg, dtype);
 }
 
 }  // namespace seqtape

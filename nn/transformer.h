@@ -7,19 +7,12 @@
 // valid prefix of each row (1 <= len <= row width). Pad positions may hold any valid id: they
 // are masked out of attention as keys, and their own outputs are ignored by the loss.
 //
-// Parameter names (→ Module::named_parameters, in this order):
-//   embed.weight [V, C]                   shared by source and target
-//   pos.weight [P, C]                     learned PE only
-//   encoder.layers.N.self_attn.{wq,bq,wk,bk,wv,bv,wo,bo}
-//   encoder.layers.N.norm1.{gamma,beta}   after self-attention (not with norm none)
-//   encoder.layers.N.ffn.{w1,b1,w2,b2}
-//   encoder.layers.N.norm2.{gamma,beta}   after the FFN
-//   encoder.final_norm.{gamma,beta}       pre-norm only
-//   decoder.layers.N.self_attn.*, norm1, cross_attn.*, norm2, ffn.*, norm3
-//     (decoder-only: self_attn, norm1, ffn, norm2 — no cross-attention)
-//   decoder.final_norm.{gamma,beta}       pre-norm only
-//   out_proj.weight [C, V]                absent when tie_output (embed.weight transposed)
-//   out_proj.bias [V]
+// Parameter names and shapes: nn/param_names.h, the one list the modules register under and
+// checkpoints, infer/ and export are checked against (a model checks itself at construction).
+//
+// The model interface (TransformerModel) is what training, evaluation and the reference
+// examples call: logits and loss on a Batch (nn/batch.h), greedy decoding without a cache, the
+// configuration. Only the two models know their architecture's inputs.
 
 #include <cstdint>
 #include <memory>
@@ -27,6 +20,7 @@
 #include <vector>
 
 #include "nn/attention.h"
+#include "nn/batch.h"
 #include "nn/config.h"
 #include "nn/layers.h"
 #include "nn/module.h"
@@ -93,12 +87,31 @@ struct AttentionWeights {
   Tensor weights;    // [B, H, Tq, Tk], softmax output before dropout
 };
 
-// What both models share: the embedding, positional encoding and output projection.
+// The special token ids greedy decoding needs.
+struct SpecialIds {
+  int32_t bos = 0, eos = 0, pad = 0;
+};
+
+// What both models share: the embedding, positional encoding and output projection; and the
+// interface callers use without knowing the architecture.
 class TransformerModel : public Module {
  public:
   const ModelConfig& config() const { return cfg_; }
   DType dtype() const { return dtype_; }
   const Embedding& embed() const { return embed_; }
+
+  // Teacher-forced logits of a batch → [B, T, V]: Seq2Seq reads src/tgt_in, DecoderOnly
+  // tokens (see nn/batch.h).
+  virtual Var logits(const Batch& b, Rng& rng) = 0;
+  // Cross-entropy of logits(b) against b.labels (nn/loss.h) → [] (scalar).
+  Var loss(const Batch& b, Rng& rng, double label_smoothing = 0.0);
+
+  // Greedy decoding without a cache, recomputing the whole prefix each step, in evaluation
+  // mode and without the tape. Seq2Seq: prompts are encoder inputs and decoding starts from
+  // <bos>; DecoderOnly: prompts are continued. Returns the generated ids without <bos>,
+  // ending before <eos>; at most max_new each, and never past max_positions.
+  std::vector<std::vector<int32_t>> greedy_uncached(
+      const std::vector<std::vector<int32_t>>& prompts, const SpecialIds& ids, int64_t max_new);
 
   void set_capture_attention(bool on);
   // In parameter order (encoder layers, then decoder layers), from the last forward.
@@ -114,9 +127,14 @@ class TransformerModel : public Module {
                    int64_t T, const std::vector<int32_t>& len) const;
   Var embed_inputs(const std::vector<int32_t>& ids, int64_t B, int64_t T, Rng& rng);  // [B,T,C]
   Var project(const Var& h) const;  // [B, T, C] → [B, T, V]
+  // greedy_uncached for this architecture (called with the tape off, in evaluation mode).
+  virtual std::vector<std::vector<int32_t>> greedy(const std::vector<std::vector<int32_t>>& prompts,
+                                                   const SpecialIds& ids, int64_t max_new) = 0;
 
  private:
   static const ModelConfig& validated(const ModelConfig& cfg);
+  // The registered names and shapes must be parameter_specs(cfg_): one list, checked.
+  void check_parameter_names() const;
 
   ModelConfig cfg_;
   DType dtype_;
@@ -141,8 +159,12 @@ class Seq2Seq : public TransformerModel {
   Var forward(const std::vector<int32_t>& src, int64_t B, int64_t S,
               const std::vector<int32_t>& src_len, const std::vector<int32_t>& tgt_in, int64_t T,
               const std::vector<int32_t>& tgt_len, Rng& rng);
+  Var logits(const Batch& b, Rng& rng) override;
 
  private:
+  std::vector<std::vector<int32_t>> greedy(const std::vector<std::vector<int32_t>>& prompts,
+                                           const SpecialIds& ids, int64_t max_new) override;
+
   Encoder encoder_;
   Decoder decoder_;
 };
@@ -154,9 +176,16 @@ class DecoderOnly : public TransformerModel {
   // tokens [B, T] → logits [B, T, V] (causal: position t sees tokens 0..t)
   Var forward(const std::vector<int32_t>& tokens, int64_t B, int64_t T,
               const std::vector<int32_t>& len, Rng& rng);
+  Var logits(const Batch& b, Rng& rng) override;
 
  private:
+  std::vector<std::vector<int32_t>> greedy(const std::vector<std::vector<int32_t>>& prompts,
+                                           const SpecialIds& ids, int64_t max_new) override;
+
   Decoder decoder_;
 };
+
+// The model a configuration describes (Seq2Seq or DecoderOnly).
+std::unique_ptr<TransformerModel> make_model(const ModelConfig& cfg, DType dtype = DType::F32);
 
 }  // namespace seqtape

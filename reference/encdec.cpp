@@ -68,14 +68,14 @@ std::vector<std::vector<double>> causal_softmax_of_zeros(int64_t T) {
 Tensor logits_with_target_probs(const std::vector<double>& target_probs,
                                 const std::vector<int32_t>& targets, int64_t V) {
   if (target_probs.size() != targets.size() || V < 2)
-    throw Error("logits_with_target_probs: " + std::to_string(target_probs.size()) +
-                " probabilities, " + std::to_string(targets.size()) +
-                " targets, V = " + std::to_string(V));
+    fail("logits_with_target_probs", std::to_string(target_probs.size()) + " probabilities, " +
+                                         std::to_string(targets.size()) +
+                                         " targets, V = " + std::to_string(V));
   const auto R = static_cast<int64_t>(targets.size());
   Tensor z({R, V}, DType::F64);  // [R, V]
   for (int64_t r = 0; r < R; ++r) {
     const double p = target_probs[static_cast<size_t>(r)];
-    if (!(p > 0 && p < 1)) throw Error("logits_with_target_probs: probability outside (0, 1)");
+    if (!(p > 0 && p < 1)) fail("logits_with_target_probs", "probability outside (0, 1)");
     // softmax(log q) = q when q sums to 1.
     for (int64_t j = 0; j < V; ++j)
       z.set(r * V + j, std::log((1 - p) / static_cast<double>(V - 1)));
@@ -112,8 +112,7 @@ double batch_loss(Seq2Seq& model, const Batch& b, bool backward) {
   Rng rng(0);
   Tape::current().clear();
   model.zero_grad();
-  Var logits = model.forward(b.src, b.B, b.S, b.src_len, b.tgt_in, b.T, b.tgt_len, rng);
-  Var loss = sequence_loss(logits, b.labels);  // []
+  Var loss = model.loss(b, rng);  // []
   if (backward) Tape::current().backward(loss);
   const double v = loss.item();
   return v;
@@ -125,6 +124,26 @@ double max_abs_row(const Var& p, int64_t row) {
   double m = 0;
   for (int64_t j = 0; j < C; ++j) m = std::max(m, std::abs(p.grad().get(row * C + j)));
   return m;
+}
+
+// For each attention module, the largest weight row 0 puts on a pad key.
+std::vector<std::pair<std::string, double>> max_weight_on_pad(
+    const std::vector<AttentionWeights>& weights, const Batch& b) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const AttentionWeights& aw : weights) {
+    const Tensor& w = aw.weights;  // [B, H, Tq, Tk]
+    const int64_t H = w.dim(1), Tq = w.dim(2), Tk = w.dim(3);
+    const bool keys_are_src =
+        aw.name.find("encoder") == 0 || aw.name.find("cross") != std::string::npos;
+    const int64_t valid = keys_are_src ? b.src_len[0] : b.tgt_len[0];
+    double m = 0;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Tq; ++i)
+        for (int64_t j = valid; j < Tk; ++j)
+          m = std::max(m, w.get(((0 * H + h) * Tq + i) * Tk + j));
+    out.emplace_back(aw.name, m);
+  }
+  return out;
 }
 
 }  // namespace
@@ -156,19 +175,7 @@ PaddedBatchCheck padded_batch_check() {
   out.loss = batch_loss(model, b, true);
   out.pad_row_grad_max = max_abs_row(embed, vocab.pad_id());
   out.real_row_grad_max = max_abs_row(embed, 3);
-  for (const AttentionWeights& aw : model.attention_weights()) {
-    const Tensor& w = aw.weights;  // [B, H, Tq, Tk]
-    const int64_t H = w.dim(1), Tq = w.dim(2), Tk = w.dim(3);
-    const bool keys_are_src =
-        aw.name.find("encoder") == 0 || aw.name.find("cross") != std::string::npos;
-    const int64_t valid = keys_are_src ? b.src_len[0] : b.tgt_len[0];
-    double m = 0;
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t i = 0; i < Tq; ++i)
-        for (int64_t j = valid; j < Tk; ++j)
-          m = std::max(m, w.get(((0 * H + h) * Tq + i) * Tk + j));
-    out.max_weight_on_pad.emplace_back(aw.name, m);
-  }
+  out.max_weight_on_pad = max_weight_on_pad(model.attention_weights(), b);
 
   // Replace every pad id by 是 (9), which occurs nowhere else in the batch.
   Batch changed = b;

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,7 +16,9 @@
 #include "infer/trace.h"
 #include "nn/loss.h"
 #include "reference/f15_run.h"
+#include "train/model_io.h"
 #include "train/optim.h"
+#include "train/weights.h"
 
 namespace seqtape::reference {
 
@@ -178,8 +179,7 @@ F15Fit fit_f15_head(DecoderOnly& model) {
     fit.frozen_without_grad = 0;
     for (auto& [n, p] : params) {
       if (is_head(n)) continue;
-      if (p.has_grad())
-        throw Error("fit_f15_head: frozen parameter '" + n + "' received a gradient");
+      if (p.has_grad()) fail("fit_f15_head", "frozen parameter '" + n + "' received a gradient");
       ++fit.frozen_without_grad;
     }
     sgd.step(fit.lr);
@@ -188,8 +188,8 @@ F15Fit fit_f15_head(DecoderOnly& model) {
     measure(model, prob, margin);
     if (*std::min_element(prob.begin(), prob.end()) >= 0.9) break;
     if (step >= max_steps)
-      throw Error("fit_f15_head: the head did not reach probability 0.9 on every prefix in " +
-                  std::to_string(max_steps) + " steps");
+      fail("fit_f15_head", "the head did not reach probability 0.9 on every prefix in " +
+                               std::to_string(max_steps) + " steps");
   }
   // Publish exact numbers: round the head to 3 decimals, then check the result again.
   for (auto& [n, p] : params) {
@@ -208,8 +208,8 @@ F15Fit fit_f15_head(DecoderOnly& model) {
   }
   for (size_t i = 0; i < fit.margin.size(); ++i)
     if (!(fit.margin[i] > 1.0))
-      throw Error("fit_f15_head: prefix " + std::to_string(i) + " has margin " +
-                  std::to_string(fit.margin[i]) + " after rounding, expected > 1");
+      fail("fit_f15_head", "prefix " + std::to_string(i) + " has margin " +
+                               std::to_string(fit.margin[i]) + " after rounding, expected > 1");
   return fit;
 }
 
@@ -224,7 +224,7 @@ Checkpoint f15_checkpoint(const DecoderOnly& model, const F15Fit& fit) {
   Checkpoint c;
   c.config_json = model.config().to_json().dump();
   c.vocab = f15_tokens();
-  for (auto& [n, p] : model.named_parameters()) c.params.push_back({n, p.value()});
+  c.params = named_tensors(model);
   c.optimizer_name = "sgd";  // plain SGD keeps no state
   c.step = fit.steps;
   c.rng_state = Rng(kF15Seed).state();
@@ -254,30 +254,42 @@ F15Model write_f15(const std::string& dir) {
 }
 
 std::unique_ptr<DecoderOnly> load_f15_model(const std::string& checkpoint_path) {
-  Checkpoint c = load_checkpoint(checkpoint_path);
-  ModelConfig cfg = ModelConfig::from_json(nlohmann::json::parse(c.config_json));
-  auto model = std::make_unique<DecoderOnly>(cfg);
-  auto params = model->named_parameters();
-  if (params.size() != c.params.size())
-    fail(checkpoint_path, "holds " + std::to_string(c.params.size()) +
-                              " parameters, the F15 model has " + std::to_string(params.size()));
-  for (size_t i = 0; i < params.size(); ++i) {
-    const NamedTensor& src = c.params[i];
-    Var dst = params[i].second;
-    if (src.name != params[i].first || src.value.shape() != dst.shape())
-      fail(checkpoint_path, "parameter '" + src.name + "' " + shape_str(src.value.shape()) +
-                                " does not match '" + params[i].first + "' " +
-                                shape_str(dst.shape()));
-    Tensor t = src.value.to(dst.dtype());
-    std::memcpy(dst.mutable_value().raw(), t.raw(), t.nbytes());
-  }
+  const Checkpoint c = load_checkpoint(checkpoint_path);
+  auto model = std::make_unique<DecoderOnly>(checkpoint_config(c, checkpoint_path));
+  load_params_into(*model, c.params, checkpoint_path);
   return model;
 }
+
+namespace {
+
+// The captured attention of a recomputed round [1, H, T, T], kept for the positions it fed.
+void add_attention_rows(const std::vector<AttentionWeights>& weights, int64_t T, Round& round) {
+  for (const AttentionWeights& aw : weights) {
+    const int64_t H = aw.weights.dim(1);  // [1, H, T, T]
+    for (int64_t h = 0; h < H; ++h) {
+      AttentionRows a;
+      a.name = aw.name;
+      a.layer = layer_of(aw.name);
+      a.head = h;
+      a.kind = aw.name.find("cross") != std::string::npos ? "cross" : "self";
+      for (int64_t j = 0; j < T; ++j) a.cols.push_back(j);
+      for (int64_t i = round.cache_before; i < T; ++i) {
+        a.rows.push_back(i);
+        std::vector<double> w;
+        for (int64_t j = 0; j < T; ++j) w.push_back(aw.weights.get((h * T + i) * T + j));
+        a.weights.push_back(w);
+      }
+      round.attention.push_back(a);
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& vocab,
                                            const std::vector<int32_t>& prompt, int64_t max_new,
                                            int64_t top_k) {
-  if (prompt.empty()) throw Error("greedy_rounds_recompute: empty prompt");
+  if (prompt.empty()) fail("greedy_rounds_recompute", "empty prompt");
   NoGradGuard no_grad;
   model.set_training(false);
   model.set_capture_attention(true);
@@ -305,24 +317,7 @@ std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& voca
     round.selected = c.front();
     c.resize(static_cast<size_t>(std::min<int64_t>(top_k, V)));
     round.top = c;
-    for (const AttentionWeights& aw : model.attention_weights()) {
-      const int64_t H = aw.weights.dim(1);  // [1, H, T, T]
-      for (int64_t h = 0; h < H; ++h) {
-        AttentionRows a;
-        a.name = aw.name;
-        a.layer = layer_of(aw.name);
-        a.head = h;
-        a.kind = aw.name.find("cross") != std::string::npos ? "cross" : "self";
-        for (int64_t j = 0; j < T; ++j) a.cols.push_back(j);
-        for (int64_t i = round.cache_before; i < T; ++i) {
-          a.rows.push_back(i);
-          std::vector<double> w;
-          for (int64_t j = 0; j < T; ++j) w.push_back(aw.weights.get((h * T + i) * T + j));
-          a.weights.push_back(w);
-        }
-        round.attention.push_back(a);
-      }
-    }
+    add_attention_rows(model.attention_weights(), T, round);
     sequence.push_back(round.selected.id);  // selected, not yet processed
     round.sequence = sequence;
     if (round.selected.id == vocab.eos_id())
@@ -338,9 +333,7 @@ std::vector<Round> greedy_rounds_recompute(DecoderOnly& model, const Vocab& voca
 
 CachedRun greedy_rounds_cached(const DecoderOnly& model, const Vocab& vocab,
                                const std::vector<int32_t>& prompt, int64_t max_new, int64_t top_k) {
-  std::vector<NamedTensor> weights;
-  for (auto& [name, p] : model.named_parameters()) weights.push_back({name, p.value()});
-  InferenceModel im(model.config(), vocab, weights, "F15 model");  // shares the storage
+  InferenceModel im(model.config(), vocab, named_tensors(model), "F15 model");  // shares storage
   GenerateOptions opt;
   opt.max_new = max_new;
   TraceOptions topt;
@@ -405,9 +398,7 @@ OutputHeadExample output_head_example() {
 std::vector<StateRow> state_example(DecoderOnly& model) {
   // The real cache: a DecodeSession over the model's weights. output = every token selected so
   // far (prompt included); cache = the session's processed positions; pending = the rest.
-  std::vector<NamedTensor> weights;
-  for (auto& [name, p] : model.named_parameters()) weights.push_back({name, p.value()});
-  InferenceModel im(model.config(), f15_vocab(), weights, "F15 model");
+  InferenceModel im(model.config(), f15_vocab(), named_tensors(model), "F15 model");
   DecodeSession session(im);
   session.begin({}, {0}, 8);
   const int64_t V = im.config().vocab_size;
@@ -432,8 +423,8 @@ std::vector<StateRow> state_example(DecoderOnly& model) {
 
 int32_t greedy_pick(const std::vector<int32_t>& ids, const std::vector<double>& probs) {
   if (ids.empty() || ids.size() != probs.size())
-    throw Error("greedy_pick: " + std::to_string(ids.size()) + " ids and " +
-                std::to_string(probs.size()) + " probabilities");
+    fail("greedy_pick", std::to_string(ids.size()) + " ids and " + std::to_string(probs.size()) +
+                            " probabilities");
   return ids[static_cast<size_t>(std::max_element(probs.begin(), probs.end()) - probs.begin())];
 }
 

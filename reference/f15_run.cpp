@@ -97,25 +97,149 @@ nlohmann::json parameter_json(const Tensor& t) {
   return j;
 }
 
-}  // namespace
+// The F15 weights as double matrices, by role.
+struct F15Weights {
+  Mat embed;           // [V, C]
+  Mat wq, wk, wv, wo;  // [C, C]
+  Vec bq, bk, bv, bo;  // [C]
+  Mat w1, w2;          // [C, F], [F, C]
+  Vec b1, b2;          // [F], [C]
+  Mat wout;            // [C, V]
+  Vec bout;            // [V]
+  double scale = 1;    // 1/√Dh, H = 1
+};
 
-nlohmann::json f15_run_json(DecoderOnly& model) {
-  const Vocab vocab = f15_vocab();
+F15Weights f15_weights(const DecoderOnly& model) {
   const std::string L = "decoder.layers.0.";
-  const Mat embed = as_mat(model, "embed.weight");  // [V, C]
-  const Mat wq = as_mat(model, L + "self_attn.wq"), wk = as_mat(model, L + "self_attn.wk"),
-            wv = as_mat(model, L + "self_attn.wv"),
-            wo = as_mat(model, L + "self_attn.wo");  // [C, C]
-  const Vec bq = as_mat(model, L + "self_attn.bq")[0], bk = as_mat(model, L + "self_attn.bk")[0],
-            bv = as_mat(model, L + "self_attn.bv")[0],
-            bo = as_mat(model, L + "self_attn.bo")[0];                           // [C]
-  const Mat w1 = as_mat(model, L + "ffn.w1"), w2 = as_mat(model, L + "ffn.w2");  // [C, F], [F, C]
-  const Vec b1 = as_mat(model, L + "ffn.b1")[0], b2 = as_mat(model, L + "ffn.b2")[0];  // [F], [C]
-  const Mat wout = as_mat(model, "out_proj.weight");                                   // [C, V]
-  const Vec bout = as_mat(model, "out_proj.bias")[0];                                  // [V]
-  const double scale =
-      1.0 / std::sqrt(static_cast<double>(model.config().d_model));  // 1/√Dh, H = 1
+  auto row = [&](const std::string& name) { return as_mat(model, name)[0]; };
+  F15Weights w;
+  w.embed = as_mat(model, "embed.weight");
+  w.wq = as_mat(model, L + "self_attn.wq");
+  w.wk = as_mat(model, L + "self_attn.wk");
+  w.wv = as_mat(model, L + "self_attn.wv");
+  w.wo = as_mat(model, L + "self_attn.wo");
+  w.bq = row(L + "self_attn.bq");
+  w.bk = row(L + "self_attn.bk");
+  w.bv = row(L + "self_attn.bv");
+  w.bo = row(L + "self_attn.bo");
+  w.w1 = as_mat(model, L + "ffn.w1");
+  w.w2 = as_mat(model, L + "ffn.w2");
+  w.b1 = row(L + "ffn.b1");
+  w.b2 = row(L + "ffn.b2");
+  w.wout = as_mat(model, "out_proj.weight");
+  w.bout = row("out_proj.bias");
+  w.scale = 1.0 / std::sqrt(static_cast<double>(model.config().d_model));
+  return w;
+}
 
+// The cache the plain forward keeps across rounds: K and V rows [K, C].
+struct F15Cache {
+  Mat k, v;
+};
+
+// Every intermediate of one round, one row per fed position.
+struct RoundValues {
+  std::vector<int64_t> positions;
+  Mat x, q, kn, vn;             // [N, C]
+  Mat scores, weights;          // [N, pos + 1] (ragged: causal)
+  Mat ctx, attn, h1, pre, act;  // [N, C] except pre, act [N, F]
+  Mat fo, h;                    // [N, C]
+};
+
+// Projects the fed tokens and appends their K/V to the cache.
+void project_fed(const F15Weights& w, const std::vector<int32_t>& fed, int64_t processed,
+                 F15Cache& cache, RoundValues& r) {
+  for (size_t n = 0; n < fed.size(); ++n) {
+    r.positions.push_back(processed + static_cast<int64_t>(n));
+    r.x.push_back(w.embed[static_cast<size_t>(fed[n])]);  // [C]
+    r.q.push_back(affine(r.x.back(), w.wq, w.bq));        // [C]
+    r.kn.push_back(affine(r.x.back(), w.wk, w.bk));       // [C]
+    r.vn.push_back(affine(r.x.back(), w.wv, w.bv));       // [C]
+    cache.k.push_back(r.kn.back());
+    cache.v.push_back(r.vn.back());
+  }
+}
+
+// Attention over the cache, residual, FFN, residual: for fed position n.
+void attend_and_ffn(const F15Weights& w, const F15Cache& cache, size_t n, RoundValues& r) {
+  const size_t pos = static_cast<size_t>(r.positions[n]);
+  Vec s;
+  for (size_t j = 0; j <= pos; ++j) {  // causal: keys 0..pos
+    double d = 0;
+    for (size_t c = 0; c < r.q[n].size(); ++c) d += r.q[n][c] * cache.k[j][c];
+    s.push_back(d * w.scale);
+  }
+  Vec p = softmax(s);  // [pos + 1]
+  Vec cx(r.q[n].size(), 0.0);
+  for (size_t j = 0; j <= pos; ++j)
+    for (size_t c = 0; c < cx.size(); ++c) cx[c] += p[j] * cache.v[j][c];
+  r.scores.push_back(s);
+  r.weights.push_back(p);
+  r.ctx.push_back(cx);
+  r.attn.push_back(affine(cx, w.wo, w.bo));          // [C]
+  r.h1.push_back(add(r.x[n], r.attn.back()));        // [C]
+  r.pre.push_back(affine(r.h1.back(), w.w1, w.b1));  // [F]
+  Vec a = r.pre.back();
+  for (double& v : a) v = std::tanh(v);
+  r.act.push_back(a);                            // [F]
+  r.fo.push_back(affine(a, w.w2, w.b2));         // [C]
+  r.h.push_back(add(r.h1.back(), r.fo.back()));  // [C]
+}
+
+void put_values(const RoundValues& v, const F15Cache& cache, nlohmann::json& r) {
+  r["positions"] = v.positions;
+  r["x"] = rounded(v.x);
+  r["q"] = rounded(v.q);
+  r["k_new"] = rounded(v.kn);
+  r["v_new"] = rounded(v.vn);
+  r["k_cache"] = rounded(cache.k);
+  r["v_cache"] = rounded(cache.v);
+  r["scores"] = rounded(v.scores);
+  r["weights"] = rounded(v.weights);
+  r["context"] = rounded(v.ctx);
+  r["attn_out"] = rounded(v.attn);
+  r["h1"] = rounded(v.h1);
+  r["ffn_pre"] = rounded(v.pre);
+  r["ffn_act"] = rounded(v.act);
+  r["ffn_out"] = rounded(v.fo);
+  r["h"] = rounded(v.h);
+}
+
+double max_abs_diff(const Vec& a, const Vec& b) {
+  double d = 0;
+  for (size_t j = 0; j < a.size(); ++j) d = std::max(d, std::abs(a[j] - b[j]));
+  return d;
+}
+
+int32_t argmax(const Vec& logits) {
+  int32_t best = 0;
+  for (size_t j = 1; j < logits.size(); ++j)
+    if (logits[j] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(j);
+  return best;
+}
+
+// The logits of the round and how they compare with the training model's full recompute and
+// with the cached engine's round (when it ran that far).
+int32_t put_logits(DecoderOnly& model, const Vocab& vocab, const Vec& h_last, const F15Weights& w,
+                   const std::vector<int32_t>& sequence, const Round* engine, nlohmann::json& r) {
+  const Vec logits = affine(h_last, w.wout, w.bout);  // [V]
+  const Vec probs = softmax(logits);                  // [V]
+  const int32_t best = argmax(logits);
+  const std::vector<double> full = last_logits(model, sequence);  // training model, whole prefix
+  r["logits"] = rounded(logits);
+  r["probs"] = rounded(probs);
+  r["selected"] = {
+      {"id", best}, {"token", vocab.token(best)}, {"prob", r6(probs[static_cast<size_t>(best)])}};
+  r["recompute_logits"] = rounded(Vec(full.begin(), full.end()));
+  r["max_abs_delta_recompute"] = max_abs_diff(full, logits);
+  if (engine) {
+    r["cached_engine_logits"] = rounded(engine->logits);
+    r["max_abs_delta_cached_engine"] = max_abs_diff(engine->logits, logits);
+  }
+  return best;
+}
+
+nlohmann::json run_description(DecoderOnly& model, const Vocab& vocab) {
   nlohmann::json out;
   out["what"] =
       "F15 (reference document 000): every parameter of the tiny decoder-only model and every "
@@ -138,99 +262,38 @@ nlohmann::json f15_run_json(DecoderOnly& model) {
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [name, p] : model.named_parameters()) params[name] = parameter_json(p.value());
   out["parameters"] = params;
+  return out;
+}
 
+}  // namespace
+
+nlohmann::json f15_run_json(DecoderOnly& model) {
+  const Vocab vocab = f15_vocab();
+  const F15Weights w = f15_weights(model);
+  nlohmann::json out = run_description(model, vocab);
   std::vector<int32_t> sequence = {kF15Wo, kF15Ai};
   out["prompt"] = {{"text", "我爱"}, {"ids", sequence}};
   // The same run on the real KV-cached decoder (infer/, float32), for comparison.
   const std::vector<Round> engine = greedy_rounds_cached(model, vocab, sequence, 8).rounds;
-  Mat k_cache, v_cache;  // [K, C]
+  F15Cache cache;
   int64_t processed = 0;
   nlohmann::json rounds = nlohmann::json::array();
   std::vector<int32_t> selections;
   std::vector<int64_t> cache_lengths;
   for (int round = 0; round < 8; ++round) {
-    nlohmann::json r;
-    r["round"] = round + 1;
-    r["phase"] = round == 0 ? "prefill" : "decode";
-    std::vector<int32_t> fed(sequence.begin() + processed, sequence.end());
+    nlohmann::json r = {{"round", round + 1}, {"phase", round == 0 ? "prefill" : "decode"}};
+    const auto at = static_cast<size_t>(round);
+    const std::vector<int32_t> fed(sequence.begin() + processed, sequence.end());
     r["fed"] = fed;
     r["cache_before"] = processed;
-    Mat x, q, kn, vn, scores, weights, ctx, attn, h1, pre, act, fo, h;
-    std::vector<int64_t> positions;
-    for (size_t n = 0; n < fed.size(); ++n) {
-      const int64_t pos = processed + static_cast<int64_t>(n);
-      positions.push_back(pos);
-      x.push_back(embed[static_cast<size_t>(fed[n])]);  // [C]
-      q.push_back(affine(x.back(), wq, bq));            // [C]
-      kn.push_back(affine(x.back(), wk, bk));           // [C]
-      vn.push_back(affine(x.back(), wv, bv));           // [C]
-      k_cache.push_back(kn.back());
-      v_cache.push_back(vn.back());
-    }
-    for (size_t n = 0; n < fed.size(); ++n) {
-      const size_t pos = static_cast<size_t>(positions[n]);
-      Vec s;
-      for (size_t j = 0; j <= pos; ++j) {  // causal: keys 0..pos
-        double d = 0;
-        for (size_t c = 0; c < q[n].size(); ++c) d += q[n][c] * k_cache[j][c];
-        s.push_back(d * scale);
-      }
-      Vec w = softmax(s);  // [pos + 1]
-      Vec cx(q[n].size(), 0.0);
-      for (size_t j = 0; j <= pos; ++j)
-        for (size_t c = 0; c < cx.size(); ++c) cx[c] += w[j] * v_cache[j][c];
-      scores.push_back(s);
-      weights.push_back(w);
-      ctx.push_back(cx);
-      attn.push_back(affine(cx, wo, bo));        // [C]
-      h1.push_back(add(x[n], attn.back()));      // [C]
-      pre.push_back(affine(h1.back(), w1, b1));  // [F]
-      Vec a = pre.back();
-      for (double& v : a) v = std::tanh(v);
-      act.push_back(a);                        // [F]
-      fo.push_back(affine(a, w2, b2));         // [C]
-      h.push_back(add(h1.back(), fo.back()));  // [C]
-    }
+    RoundValues v;
+    project_fed(w, fed, processed, cache, v);
+    for (size_t n = 0; n < fed.size(); ++n) attend_and_ffn(w, cache, n, v);
     processed = static_cast<int64_t>(sequence.size());
-    const Vec logits = affine(h.back(), wout, bout);  // [V]
-    const Vec probs = softmax(logits);                // [V]
-    int32_t best = 0;
-    for (size_t j = 1; j < logits.size(); ++j)
-      if (logits[j] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(j);
-    std::vector<double> full = last_logits(model, sequence);  // training model, whole prefix
-    double delta = 0;
-    for (size_t j = 0; j < full.size(); ++j) delta = std::max(delta, std::abs(full[j] - logits[j]));
-
-    r["positions"] = positions;
-    r["x"] = rounded(x);
-    r["q"] = rounded(q);
-    r["k_new"] = rounded(kn);
-    r["v_new"] = rounded(vn);
-    r["k_cache"] = rounded(k_cache);
-    r["v_cache"] = rounded(v_cache);
-    r["scores"] = rounded(scores);
-    r["weights"] = rounded(weights);
-    r["context"] = rounded(ctx);
-    r["attn_out"] = rounded(attn);
-    r["h1"] = rounded(h1);
-    r["ffn_pre"] = rounded(pre);
-    r["ffn_act"] = rounded(act);
-    r["ffn_out"] = rounded(fo);
-    r["h"] = rounded(h);
-    r["logits"] = rounded(logits);
-    r["probs"] = rounded(probs);
-    r["selected"] = {
-        {"id", best}, {"token", vocab.token(best)}, {"prob", r6(probs[static_cast<size_t>(best)])}};
+    put_values(v, cache, r);
+    const int32_t best = put_logits(model, vocab, v.h.back(), w, sequence,
+                                    at < engine.size() ? &engine[at] : nullptr, r);
     r["cache_after"] = processed;
-    r["recompute_logits"] = rounded(Vec(full.begin(), full.end()));
-    r["max_abs_delta_recompute"] = delta;
-    if (static_cast<size_t>(round) < engine.size()) {
-      const Vec& el = engine[static_cast<size_t>(round)].logits;
-      double de = 0;
-      for (size_t j = 0; j < el.size(); ++j) de = std::max(de, std::abs(el[j] - logits[j]));
-      r["cached_engine_logits"] = rounded(el);
-      r["max_abs_delta_cached_engine"] = de;
-    }
     sequence.push_back(best);  // selected, not yet processed
     r["sequence"] = sequence;
     const bool eos = best == vocab.eos_id();

@@ -27,9 +27,8 @@ uint64_t count_strings(uint64_t a, int64_t min_len, int64_t max_len, uint64_t ca
   return total;
 }
 
-}  // namespace
-
-CopyTask generate_copy_task(const CopyTaskOptions& opt) {
+// Checks the options; returns how many distinct strings they allow (capped at 2^63).
+uint64_t checked_string_space(const CopyTaskOptions& opt) {
   const char* where = "generate_copy_task";
   if (opt.n_train < 0 || opt.n_valid < 0)
     fail(where, "n_train and n_valid must be >= 0 (got " + std::to_string(opt.n_train) + ", " +
@@ -56,7 +55,15 @@ CopyTask generate_copy_task(const CopyTaskOptions& opt) {
                     std::to_string(opt.alphabet.size()) + " characters: cannot hold " +
                     std::to_string(opt.n_valid) +
                     " distinct validation strings and still leave training strings");
+  return space;
+}
 
+}  // namespace
+
+CopyTask generate_copy_task(const CopyTaskOptions& opt) {
+  const char* where = "generate_copy_task";
+  const uint64_t space = checked_string_space(opt);
+  const auto n_valid = static_cast<uint64_t>(opt.n_valid);
   Rng rng(opt.seed);
   const auto span_len = static_cast<uint64_t>(opt.max_len - opt.min_len + 1);
   auto draw = [&] {

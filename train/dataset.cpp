@@ -165,6 +165,39 @@ std::vector<LmExample> encode_lm_examples(const Tokenizer& tok, const std::vecto
   return out;
 }
 
+EncodedPairs encode_pairs(Arch arch, const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                          std::string_view name) {
+  EncodedPairs e;
+  e.decoder_only = arch == Arch::DecoderOnly;
+  if (e.decoder_only)
+    e.lm = encode_lm_examples(tok, pairs, name);
+  else
+    e.enc_dec = encode_examples(tok, pairs, name);
+  return e;
+}
+
+namespace {
+// Where a decoder-only example's target starts: its first position with a label (the <sep>).
+size_t lm_prompt_length(const LmExample& e) {
+  size_t k = 0;
+  while (k < e.labels.size() && e.labels[k] == kIgnoreIndex) ++k;
+  return k + 1;
+}
+}  // namespace
+
+std::vector<int32_t> EncodedPairs::prompt(size_t i) const {
+  if (!decoder_only) return enc_dec.at(i).enc;
+  const LmExample& e = lm.at(i);
+  return {e.tokens.begin(), e.tokens.begin() + static_cast<int64_t>(lm_prompt_length(e))};
+}
+
+std::vector<int32_t> EncodedPairs::target(size_t i) const {
+  // Both label rows end with the target and <eos>; a decoder-only row starts with the prompt.
+  const std::vector<int32_t>& labels = decoder_only ? lm.at(i).labels : enc_dec.at(i).labels;
+  const size_t start = decoder_only ? lm_prompt_length(lm.at(i)) - 1 : 0;
+  return {labels.begin() + static_cast<int64_t>(start), labels.end() - 1};
+}
+
 // ---- batches ------------------------------------------------------------------------------
 
 namespace {
@@ -274,6 +307,11 @@ std::vector<Batch> lm_batches_in_order(const std::vector<LmExample>& examples, i
                   [&](std::span<const uint32_t> s) { return make_lm_batch(examples, s, pad_id); });
 }
 
+std::vector<Batch> batches_in_order(const EncodedPairs& data, int64_t batch_size, int32_t pad_id) {
+  return data.decoder_only ? lm_batches_in_order(data.lm, batch_size, pad_id)
+                           : batches_in_order(data.enc_dec, batch_size, pad_id);
+}
+
 // ---- loader -------------------------------------------------------------------------------
 
 uint64_t uniform_below(Rng& rng, uint64_t n) {
@@ -300,6 +338,17 @@ DataLoader::DataLoader(std::vector<Example> examples, int32_t pad_id, LoaderOpti
 
 DataLoader::DataLoader(std::vector<LmExample> examples, int32_t pad_id, LoaderOptions opt)
     : lm_(std::move(examples)), decoder_only_(true), pad_id_(pad_id), opt_(opt), rng_(opt.seed) {
+  check_options();
+  new_order();
+}
+
+DataLoader::DataLoader(EncodedPairs data, int32_t pad_id, LoaderOptions opt)
+    : enc_dec_(std::move(data.enc_dec)),
+      lm_(std::move(data.lm)),
+      decoder_only_(data.decoder_only),
+      pad_id_(pad_id),
+      opt_(opt),
+      rng_(opt.seed) {
   check_options();
   new_order();
 }

@@ -11,12 +11,11 @@
 #include <vector>
 
 #include "autograd/rng.h"
+#include "nn/batch.h"   // Batch, kIgnoreIndex
+#include "nn/config.h"  // Arch
 #include "train/tokenizer.h"
 
 namespace seqtape {
-
-// Label value the loss skips (padding, and prompt positions of a decoder-only sequence).
-inline constexpr int32_t kIgnoreIndex = -100;
 
 // ---- text ---------------------------------------------------------------------------------
 
@@ -89,26 +88,28 @@ std::vector<Example> encode_examples(const Tokenizer& tok, const std::vector<Tex
 std::vector<LmExample> encode_lm_examples(const Tokenizer& tok, const std::vector<TextPair>& pairs,
                                           std::string_view name);
 
+// Pairs encoded the way an architecture trains on them: Examples (seq2seq) or LmExamples
+// (decoder-only). The one place the data side chooses by architecture; the loader and the
+// evaluator take it as it is.
+struct EncodedPairs {
+  bool decoder_only = false;
+  std::vector<Example> enc_dec;  // seq2seq
+  std::vector<LmExample> lm;     // decoder-only
+
+  size_t size() const { return decoder_only ? lm.size() : enc_dec.size(); }
+  // What greedy decoding of pair i starts from: the encoder input src + <eos> (seq2seq) or the
+  // prompt src + <sep> (decoder-only).
+  std::vector<int32_t> prompt(size_t i) const;
+  // What it should produce: the target ids, without <eos>.
+  std::vector<int32_t> target(size_t i) const;
+};
+// Context of pair i is "name:line", as for encode_examples.
+EncodedPairs encode_pairs(Arch arch, const Tokenizer& tok, const std::vector<TextPair>& pairs,
+                          std::string_view name);
+
 // ---- batches ------------------------------------------------------------------------------
 
-// Right-padded with <pad>; labels are kIgnoreIndex wherever there is no target.
-// Encoder-decoder batches fill src/src_len/tgt_in/tgt_len/labels (tokens and len stay empty).
-// Decoder-only batches fill tokens/len/labels (S = 0, src/tgt_* stay empty).
-struct Batch {
-  int64_t B = 0;
-  int64_t S = 0;
-  int64_t T = 0;
-  std::vector<int32_t> src;      // [B*S] enc, row-major
-  std::vector<int32_t> src_len;  // [B]   valid positions of each src row
-  std::vector<int32_t> tgt_in;   // [B*T] dec_in
-  std::vector<int32_t> tgt_len;  // [B]
-  std::vector<int32_t> tokens;   // [B*T] decoder-only input
-  std::vector<int32_t> len;      // [B]
-  std::vector<int32_t> labels;   // [B*T]
-  int64_t n_label_tokens = 0;    // labels != kIgnoreIndex
-  std::vector<uint32_t> index;   // [B] which examples (positions in the loader's list)
-};
-
+// Batch (nn/batch.h): right-padded, labels kIgnoreIndex where there is no target.
 Batch make_batch(const std::vector<Example>& examples, std::span<const uint32_t> index,
                  int32_t pad_id);
 Batch make_lm_batch(const std::vector<LmExample>& examples, std::span<const uint32_t> index,
@@ -119,6 +120,7 @@ std::vector<Batch> batches_in_order(const std::vector<Example>& examples, int64_
                                     int32_t pad_id);
 std::vector<Batch> lm_batches_in_order(const std::vector<LmExample>& examples, int64_t batch_size,
                                        int32_t pad_id);
+std::vector<Batch> batches_in_order(const EncodedPairs& data, int64_t batch_size, int32_t pad_id);
 
 // Everything needed to continue the exact batch sequence after a restart.
 struct LoaderState {
@@ -140,6 +142,7 @@ class DataLoader {
  public:
   DataLoader(std::vector<Example> examples, int32_t pad_id, LoaderOptions opt);
   DataLoader(std::vector<LmExample> examples, int32_t pad_id, LoaderOptions opt);
+  DataLoader(EncodedPairs data, int32_t pad_id, LoaderOptions opt);
 
   // The next batch; when the current epoch is used up, starts the next (reshuffled) one.
   Batch next_batch();

@@ -4,21 +4,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "nn/config.h"
-#include "train/checkpoint.h"
 #include "train/safetensors.h"
+#include "train/weights.h"
 
 namespace seqtape {
 
 ExportReport export_checkpoint(const std::string& checkpoint_path, const std::string& out_dir) {
   Checkpoint c = load_checkpoint(checkpoint_path);
-  ModelConfig cfg;
-  try {
-    cfg = ModelConfig::from_json(nlohmann::json::parse(c.config_json));
-  } catch (const nlohmann::json::exception& e) {
-    fail(checkpoint_path, std::string("invalid configuration: ") + e.what());
-  }
-  check_finite(c.params, checkpoint_path);  // never export NaN/Inf weights
+  const ModelConfig cfg = checkpoint_config(c, checkpoint_path);
+  check_parameters(cfg, c.params, checkpoint_path);  // the named weights, never NaN/Inf ones
   namespace fs = std::filesystem;
   fs::create_directories(out_dir);
   const fs::path dir(out_dir);

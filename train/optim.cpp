@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "autograd/kernels.h"
+#include "autograd/profile.h"
 
 namespace seqtape {
 
@@ -32,15 +33,16 @@ std::string optimizer_name(OptimizerKind k) {
 
 Optimizer::Optimizer(NamedParams params, OptimizerConfig cfg)
     : params_(std::move(params)), cfg_(cfg) {
-  for (auto& [name, p] : params_) {
-    (void)name;
-    if (cfg_.kind != OptimizerKind::Sgd) m_.push_back(Tensor::zeros_like(p.value()));
+  for (const auto& named : params_) {
+    const Tensor& value = named.second.value();
+    if (cfg_.kind != OptimizerKind::Sgd) m_.push_back(Tensor::zeros_like(value));
     if (cfg_.kind == OptimizerKind::Adam || cfg_.kind == OptimizerKind::AdamW)
-      v_.push_back(Tensor::zeros_like(p.value()));
+      v_.push_back(Tensor::zeros_like(value));
   }
 }
 
 void Optimizer::step(double lr, double grad_scale) {
+  profile::Scope prof("optimizer");
   ++t_;
   const double bc1 = 1 - std::pow(cfg_.beta1, static_cast<double>(t_));
   const double bc2 = 1 - std::pow(cfg_.beta2, static_cast<double>(t_));
@@ -127,6 +129,7 @@ double LrSchedule::at(int64_t step) const {
 }
 
 double grad_global_norm(const NamedParams& params) {
+  profile::Scope prof("clip (grad norm)");
   double sq = 0;
   for (const auto& np : params) {
     // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
@@ -150,6 +153,7 @@ double clip_grad_norm(const NamedParams& params, double max_norm) {
   const double norm = grad_global_norm(params);
   if (!std::isfinite(norm)) fail("clip_grad_norm", "global gradient norm is not finite");
   if (norm <= max_norm) return norm;
+  profile::Scope prof("clip (scale)");
   const double scale = clip_scale(norm, max_norm);
   for (const auto& [name, p] : params) {
     if (!p.has_grad()) continue;

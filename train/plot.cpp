@@ -30,51 +30,62 @@ std::string escape(const std::string& s) {
 }
 }  // namespace
 
-std::string loss_curve_svg(const std::vector<Series>& series, const std::string& title) {
-  const double W = 720, H = 420, L = 70, R = 20, T = 40, B = 50;
+namespace {
+
+// The plot area and the data range it shows: data coordinates to SVG pixels.
+struct Frame {
+  static constexpr double W = 720, H = 420, L = 70, R = 20, T = 40, B = 50;
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  bool logy = false;
+  double a = 0, b = 1;  // the y range after the log transform
+
+  double ty(double y) const { return logy ? std::log10(y) : y; }
+  double px(double x) const { return L + (x - x0) / (x1 - x0) * (W - L - R); }
+  double py(double y) const { return H - B - (ty(y) - a) / (b - a) * (H - T - B); }
+};
+
+// The finite points' range; x0 stays infinite when there is none.
+Frame frame_of(const std::vector<Series>& series) {
+  Frame f;
   for (const auto& s : series)
     for (auto [x, y] : s.points) {
       if (!std::isfinite(y)) continue;
-      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+      f.x0 = std::min(f.x0, x), f.x1 = std::max(f.x1, x);
+      f.y0 = std::min(f.y0, y), f.y1 = std::max(f.y1, y);
     }
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
-    << escape(title) << "</text>\n";
-  if (!std::isfinite(x0)) {
-    o << "<text x=\"" << W / 2 << "\" y=\"" << H / 2
-      << "\" text-anchor=\"middle\">no data</text></svg>\n";
-    return o.str();
-  }
-  if (x1 == x0) x1 = x0 + 1;
-  const bool logy = y0 > 0 && y1 / y0 > 20;
-  auto ty = [&](double y) { return logy ? std::log10(y) : y; };
-  double a = ty(y0), b = ty(y1);
-  if (b == a) b = a + 1;
-  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
-  auto py = [&](double y) { return H - B - (ty(y) - a) / (b - a) * (H - T - B); };
+  if (!std::isfinite(f.x0)) return f;
+  if (f.x1 == f.x0) f.x1 = f.x0 + 1;
+  f.logy = f.y0 > 0 && f.y1 / f.y0 > 20;
+  f.a = f.ty(f.y0), f.b = f.ty(f.y1);
+  if (f.b == f.a) f.b = f.a + 1;
+  return f;
+}
+
+void axes(std::ostringstream& o, const Frame& f) {
+  const double W = Frame::W, H = Frame::H, L = Frame::L, R = Frame::R, T = Frame::T, B = Frame::B;
   o << "<line x1=\"" << L << "\" y1=\"" << H - B << "\" x2=\"" << W - R << "\" y2=\"" << H - B
     << "\" stroke=\"black\"/>\n<line x1=\"" << L << "\" y1=\"" << T << "\" x2=\"" << L << "\" y2=\""
     << H - B << "\" stroke=\"black\"/>\n";
   for (int i = 0; i <= 4; ++i) {  // axis ticks
-    double fx = x0 + (x1 - x0) * i / 4, fy = a + (b - a) * i / 4;
-    double yv = logy ? std::pow(10, fy) : fy;
-    o << "<text x=\"" << px(fx) << "\" y=\"" << H - B + 18 << "\" text-anchor=\"middle\">"
+    double fx = f.x0 + (f.x1 - f.x0) * i / 4, fy = f.a + (f.b - f.a) * i / 4;
+    double yv = f.logy ? std::pow(10, fy) : fy;
+    o << "<text x=\"" << f.px(fx) << "\" y=\"" << H - B + 18 << "\" text-anchor=\"middle\">"
       << fmt(fx, "%.0f") << "</text>\n";
-    o << "<text x=\"" << L - 6 << "\" y=\"" << py(yv) + 4 << "\" text-anchor=\"end\">"
+    o << "<text x=\"" << L - 6 << "\" y=\"" << f.py(yv) + 4 << "\" text-anchor=\"end\">"
       << fmt(yv, yv < 0.1 ? "%.3g" : "%.3f") << "</text>\n";
-    o << "<line x1=\"" << L << "\" y1=\"" << py(yv) << "\" x2=\"" << W - R << "\" y2=\"" << py(yv)
-      << "\" stroke=\"#ddd\"/>\n";
+    o << "<line x1=\"" << L << "\" y1=\"" << f.py(yv) << "\" x2=\"" << W - R << "\" y2=\""
+      << f.py(yv) << "\" stroke=\"#ddd\"/>\n";
   }
   o << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 12
     << "\" text-anchor=\"middle\">step</text>\n"
     << "<text x=\"16\" y=\"" << (T + H - B) / 2 << "\" transform=\"rotate(-90 16 "
     << (T + H - B) / 2 << ")\" text-anchor=\"middle\">loss (nats per token"
-    << (logy ? ", log scale" : "") << ")</text>\n";
-  // Colour plus dash pattern and a text legend: never colour alone.
+    << (f.logy ? ", log scale" : "") << ")</text>\n";
+}
+
+// Colour plus dash pattern and a text legend: never colour alone.
+void curves(std::ostringstream& o, const Frame& f, const std::vector<Series>& series) {
+  const double W = Frame::W, R = Frame::R, T = Frame::T;
   const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c"};
   const char* dashes[] = {"", "6 3", "2 2"};
   for (size_t k = 0; k < series.size(); ++k) {
@@ -83,7 +94,7 @@ std::string loss_curve_svg(const std::vector<Series>& series, const std::string&
       << (dashes[k % 3][0] ? std::string(" stroke-dasharray=\"") + dashes[k % 3] + "\"" : "")
       << " points=\"";
     for (auto [x, y] : s.points)
-      if (std::isfinite(y)) o << fmt(px(x)) << "," << fmt(py(y)) << " ";
+      if (std::isfinite(y)) o << fmt(f.px(x)) << "," << fmt(f.py(y)) << " ";
     o << "\"/>\n";
     double ly = T + 14 + 16.0 * static_cast<double>(k);
     o << "<line x1=\"" << W - R - 150 << "\" y1=\"" << ly - 4 << "\" x2=\"" << W - R - 120
@@ -92,6 +103,26 @@ std::string loss_curve_svg(const std::vector<Series>& series, const std::string&
       << "/><text x=\"" << W - R - 114 << "\" y=\"" << ly << "\">" << escape(s.label)
       << "</text>\n";
   }
+}
+
+}  // namespace
+
+std::string loss_curve_svg(const std::vector<Series>& series, const std::string& title) {
+  const double W = Frame::W, H = Frame::H;
+  const Frame f = frame_of(series);
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+    << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
+    << escape(title) << "</text>\n";
+  if (!std::isfinite(f.x0)) {
+    o << "<text x=\"" << W / 2 << "\" y=\"" << H / 2
+      << "\" text-anchor=\"middle\">no data</text></svg>\n";
+    return o.str();
+  }
+  axes(o, f);
+  curves(o, f, series);
   o << "</svg>\n";
   return o.str();
 }

@@ -86,6 +86,38 @@ uint64_t get_u64(const OrderedJson& v, const std::string& name, const std::strin
   return v.get<uint64_t>();
 }
 
+DType parse_dtype(const std::string& s, const std::string& name, const std::string& t) {
+  if (s == "F32") return DType::F32;
+  if (s == "F64") return DType::F64;
+  static const std::set<std::string> known = {"BOOL", "U8",      "I8",     "I16", "U16",
+                                              "F16",  "BF16",    "I32",    "U32", "I64",
+                                              "U64",  "F8_E4M3", "F8_E5M2"};
+  if (known.count(s))
+    fail(name, t + ": dtype " + s + " is not supported (seqtape reads F32 and F64)");
+  fail(name, t + ": unknown dtype \"" + s + "\"");
+}
+
+// The span must be numel x dtype size. Any zero dimension makes an empty tensor; otherwise
+// the product is checked for overflow, so crafted huge dimensions cannot wrap to a match.
+void check_span(const Entry& e, const std::string& s, const std::string& offs,
+                const std::string& name, const std::string& t) {
+  const uint64_t span = e.end - e.begin;
+  const bool empty = std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end();
+  uint64_t need = empty ? 0 : dtype_size(e.dtype);
+  bool overflow = false;
+  for (int64_t d : e.shape)
+    if (!empty)
+      overflow = overflow || __builtin_mul_overflow(need, static_cast<uint64_t>(d), &need);
+  if (overflow)
+    fail(name, t + ": span mismatch: " + s + " " + shape_str(e.shape) +
+                   " needs more than 2^64 bytes, data_offsets " + offs + " span " +
+                   std::to_string(span));
+  if (need != span)
+    fail(name, t + ": span mismatch: " + s + " " + shape_str(e.shape) + " needs " +
+                   std::to_string(need) + " bytes, data_offsets " + offs + " span " +
+                   std::to_string(span));
+}
+
 Entry parse_entry(const std::string& key, const OrderedJson& v, uint64_t data_size,
                   const std::string& name) {
   const std::string t = "tensor \"" + key + "\"";
@@ -98,18 +130,7 @@ Entry parse_entry(const std::string& key, const OrderedJson& v, uint64_t data_si
   const auto& dt = v["dtype"];
   if (!dt.is_string()) fail(name, t + ": dtype is not a string");
   const auto& s = dt.get_ref<const std::string&>();
-  if (s == "F32") {
-    e.dtype = DType::F32;
-  } else if (s == "F64") {
-    e.dtype = DType::F64;
-  } else {
-    static const std::set<std::string> known = {"BOOL", "U8",      "I8",     "I16", "U16",
-                                                "F16",  "BF16",    "I32",    "U32", "I64",
-                                                "U64",  "F8_E4M3", "F8_E5M2"};
-    if (known.count(s))
-      fail(name, t + ": dtype " + s + " is not supported (seqtape reads F32 and F64)");
-    fail(name, t + ": unknown dtype \"" + s + "\"");
-  }
+  e.dtype = parse_dtype(s, name, t);
 
   const auto& shape = v["shape"];
   if (!shape.is_array()) fail(name, t + ": shape is not an array");
@@ -131,27 +152,17 @@ Entry parse_entry(const std::string& key, const OrderedJson& v, uint64_t data_si
     fail(name, t + ": data_offsets " + offs.dump() + " run past the " + std::to_string(data_size) +
                    "-byte data section");
 
-  // The span must be numel x dtype size. Any zero dimension makes an empty tensor; otherwise
-  // the product is checked for overflow, so crafted huge dimensions cannot wrap to a match.
-  const uint64_t span = e.end - e.begin;
-  const bool empty = std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end();
-  uint64_t need = empty ? 0 : dtype_size(e.dtype);
-  bool overflow = false;
-  for (int64_t d : e.shape)
-    if (!empty)
-      overflow = overflow || __builtin_mul_overflow(need, static_cast<uint64_t>(d), &need);
-  if (overflow)
-    fail(name, t + ": span mismatch: " + s + " " + shape_str(e.shape) +
-                   " needs more than 2^64 bytes, data_offsets " + offs.dump() + " span " +
-                   std::to_string(span));
-  if (need != span)
-    fail(name, t + ": span mismatch: " + s + " " + shape_str(e.shape) + " needs " +
-                   std::to_string(need) + " bytes, data_offsets " + offs.dump() + " span " +
-                   std::to_string(span));
+  check_span(e, s, offs.dump(), name, t);
   return e;
 }
 
-SafetensorsFile parse(const Source& src, const std::string& name) {
+// The header: its length (n, from the first 8 bytes) and its JSON.
+struct Header {
+  uint64_t n = 0;
+  OrderedJson json;
+};
+
+Header read_header(const Source& src, const std::string& name) {
   if (src.size < 8)
     fail(name,
          "truncated: " + std::to_string(src.size) + " bytes, fewer than the 8-byte header length");
@@ -167,7 +178,6 @@ SafetensorsFile parse(const Source& src, const std::string& name) {
                    std::to_string(src.size - 8) + " bytes after it in the file");
   std::string header(static_cast<size_t>(n), '\0');
   src.read(8, header.data(), header.size());
-  const uint64_t data_size = src.size - 8 - n;
 
   // A valid header nests at most 3 deep (root > entry > shape > dimension); refusing deeper
   // input early bounds the parser's work on crafted files.
@@ -181,22 +191,11 @@ SafetensorsFile parse(const Source& src, const std::string& name) {
     fail(name, std::string("header is not valid JSON: ") + e.what());
   }
   if (!h.is_object()) fail(name, "header is not a JSON object");
+  return {n, std::move(h)};
+}
 
-  SafetensorsFile out;
-  std::vector<Entry> entries;
-  for (const auto& [key, v] : h.items()) {
-    if (key == "__metadata__") {
-      if (!v.is_object()) fail(name, "__metadata__ is not a JSON object");
-      for (const auto& [mk, mv] : v.items()) {
-        if (!mv.is_string()) fail(name, "__metadata__ value of \"" + mk + "\" is not a string");
-        out.metadata[mk] = mv.get<std::string>();
-      }
-      continue;
-    }
-    entries.push_back(parse_entry(key, v, data_size, name));
-  }
-
-  // Sorted by offset the spans must tile the data section: no gap, no overlap.
+// Sorted by offset the spans must tile the data section: no gap, no overlap.
+void check_tiling(std::vector<Entry>& entries, uint64_t data_size, const std::string& name) {
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
@@ -218,6 +217,27 @@ SafetensorsFile parse(const Source& src, const std::string& name) {
     fail(name, "the data section has " + std::to_string(data_size) + " bytes but the tensors " +
                    "cover " + std::to_string(pos) + " (" + std::to_string(data_size - pos) +
                    " trailing bytes)");
+}
+
+SafetensorsFile parse(const Source& src, const std::string& name) {
+  const Header header = read_header(src, name);
+  const uint64_t n = header.n;
+  const uint64_t data_size = src.size - 8 - n;
+  SafetensorsFile out;
+  std::vector<Entry> entries;
+  for (const auto& [key, v] : header.json.items()) {
+    if (key == "__metadata__") {
+      if (!v.is_object()) fail(name, "__metadata__ is not a JSON object");
+      for (const auto& [mk, mv] : v.items()) {
+        if (!mv.is_string()) fail(name, "__metadata__ value of \"" + mk + "\" is not a string");
+        out.metadata[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(key, v, data_size, name));
+  }
+
+  check_tiling(entries, data_size, name);
 
   // All spans are inside the file and disjoint, so these allocations sum to at most its size.
   out.tensors.reserve(entries.size());

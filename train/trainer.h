@@ -1,7 +1,7 @@
 #pragma once
 // The training loop: data → batches → teacher-forced forward → cross-entropy → backward →
-// clip → optimizer step, with checkpoints, metrics and validation. Used by `seqtape train`
-// and by the tests.
+// clip → optimizer step, with checkpoints, metrics (train/training_log.h) and validation
+// (train/evaluate.h). Used by `seqtape train` and by the tests.
 //
 // Files written in the output directory:
 //   checkpoint.bin   the latest good checkpoint (atomic replace; see train/checkpoint.h)
@@ -18,6 +18,7 @@
 #include "nn/config.h"
 #include "nn/transformer.h"
 #include "train/dataset.h"
+#include "train/evaluate.h"
 #include "train/optim.h"
 #include "train/tokenizer.h"
 
@@ -51,14 +52,6 @@ struct TrainOptions {
   std::function<void(int64_t step, TransformerModel&)> before_backward;
 };
 
-struct EvalResult {
-  double loss = 0;         // teacher-forced cross-entropy per label token
-  double exact_match = 0;  // fraction of greedy decodes equal to the target
-  int64_t examples = 0;
-  // The first few greedy decodes, as (source, decoded text), to show what the model does.
-  std::vector<std::pair<std::string, std::string>> samples;
-};
-
 struct TrainReport {
   int64_t first_step = 0, last_step = 0;
   std::vector<double> losses;  // one per step run by this call
@@ -71,19 +64,10 @@ struct TrainReport {
 
 TrainReport train(const TrainOptions& opt, std::ostream& log);
 
-// Shared by training, evaluation and the CLI.
-std::unique_ptr<TransformerModel> make_model(const ModelConfig& cfg, DType dtype = DType::F32);
-Var batch_logits(TransformerModel& model, const Batch& b, Rng& rng);  // [B, T, V]
-
-// Greedy decoding without a cache, recomputing the whole prefix each step on the training
-// model (no tape): the reference the inference module is checked against, and the
-// evaluator of exact match during training. Returns the generated ids without <bos>,
-// ending before <eos>.
-std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const Vocab& vocab,
-                                                  const std::vector<std::vector<int32_t>>& prompts,
-                                                  int64_t max_new);
-
-EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vector<TextPair>& data,
-                    int64_t batch, int64_t eval_max);
+// The teacher-forced logits of a batch, [B, T, V] (TransformerModel::logits; kept for the
+// benchmarks).
+inline Var batch_logits(TransformerModel& model, const Batch& b, Rng& rng) {
+  return model.logits(b, rng);
+}
 
 }  // namespace seqtape

@@ -302,3 +302,112 @@ TEST_F(OpsTest, AnomalyModeNamesTheFirstNonFiniteOp) {
 
 }  // namespace
 }  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+// The fused attention op computes the graph the models used to build (split heads by permute,
+// scaled Q·Kᵀ, masked_fill -inf, softmax, P·V, merge heads): same values and gradients.
+TEST(FusedAttention, MatchesTheComposedGraph) {
+  const int64_t B = 2, Tq = 3, Tk = 4, H = 2, C = 6, Dh = C / H;
+  Mask mask({B, 1, Tq, Tk}, {0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1,    //
+                             0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});  // a fully masked row
+  Rng r(3);
+  auto input = [&](Shape s) {
+    Tensor t = Tensor::empty(std::move(s), DType::F64);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, r.normal());
+    return Var(t, true);
+  };
+  Var q = input({B, Tq, C}), k = input({B, Tk, C}), v = input({B, Tk, C});
+  Tensor up = Tensor::empty({B, Tq, C}, DType::F64);
+  for (int64_t i = 0; i < up.numel(); ++i) up.set(i, r.normal());
+
+  Tape& tape = Tape::current();
+  tape.clear();
+  Tensor weights;
+  Var fused = attention(q, k, v, H, &mask, &weights);
+  tape.backward(fused, up);
+  const Tensor dq = q.grad().clone(), dk = k.grad().clone(), dv = v.grad().clone();
+  for (Var* x : {&q, &k, &v}) x->zero_grad();
+  tape.clear();
+
+  auto split = [&](const Var& t, int64_t T) {
+    return permute(reshape(t, {B, T, H, Dh}), {0, 2, 1, 3});
+  };
+  Var s = mul(matmul(split(q, Tq), split(k, Tk), false, true), 1.0 / std::sqrt(double(Dh)));
+  Var p = softmax(masked_fill(s, mask, -kInf));
+  Var ctx = reshape(permute(matmul(p, split(v, Tk)), {0, 2, 1, 3}), {B, Tq, C});
+  tape.backward(ctx, up);
+
+  auto near = [](const Tensor& a, const Tensor& b, const char* what) {
+    ASSERT_EQ(a.shape(), b.shape()) << what;
+    for (int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.get(i), b.get(i), 1e-12) << what << i;
+  };
+  near(fused.value(), ctx.value(), "output");
+  near(weights, p.value(), "weights");
+  near(dq, q.grad(), "dq");
+  near(dk, k.grad(), "dk");
+  near(dv, v.grad(), "dv");
+  tape.clear();
+}
+
+TEST(FusedAttention, RefusesBadShapesAndMasks) {
+  Var q(Tensor::zeros({2, 3, 6}, DType::F32), true), k(Tensor::zeros({2, 4, 6}, DType::F32));
+  EXPECT_THROW(attention(q, k, k, 4, nullptr), Error);  // 6 not divisible by 4
+  Var k5(Tensor::zeros({2, 4, 5}, DType::F32));
+  EXPECT_THROW(attention(q, k5, k5, 2, nullptr), Error);
+  Mask bad({3, 4}, std::vector<uint8_t>(12, 0));  // 3 rows for Tq 3 is fine; Tk 5 is not
+  Mask wrong({3, 5}, std::vector<uint8_t>(15, 0));
+  EXPECT_NO_THROW(attention(q, k, k, 2, &bad));
+  try {
+    attention(q, k, k, 2, &wrong);
+    FAIL() << "a mask that does not broadcast was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[3,5]"), std::string::npos) << e.what();
+  }
+  Tape::current().clear();
+}
+
+}  // namespace
+}  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+// add_layer_norm(x, r) is layer_norm(x + r): same values and the same gradients to all four.
+TEST(FusedAddLayerNorm, MatchesAddThenLayerNorm) {
+  Rng rng(5);
+  auto input = [&](Shape s, double lo, double hi) {
+    Tensor t = Tensor::empty(std::move(s), DType::F64);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, lo + (hi - lo) * rng.uniform());
+    return Var(t, true);
+  };
+  Var x = input({2, 3, 8}, -2, 2), r = input({2, 3, 8}, -2, 2), g = input({8}, 0.5, 1.5),
+      b = input({8}, -1, 1);
+  Tensor up = Tensor::empty({2, 3, 8}, DType::F64);
+  for (int64_t i = 0; i < up.numel(); ++i) up.set(i, rng.normal());
+  Tape& tape = Tape::current();
+  tape.clear();
+  Var fused = add_layer_norm(x, r, g, b);
+  tape.backward(fused, up);
+  std::vector<Tensor> grads;
+  for (Var* v : {&x, &r, &g, &b}) {
+    grads.push_back(v->grad().clone());
+    v->zero_grad();
+  }
+  tape.clear();
+  Var ref = layer_norm(add(x, r), g, b);
+  tape.backward(ref, up);
+  for (int64_t i = 0; i < ref.numel(); ++i)
+    EXPECT_NEAR(fused.value().get(i), ref.value().get(i), 1e-12) << i;
+  const Var* vars[] = {&x, &r, &g, &b};
+  for (size_t k = 0; k < 4; ++k)
+    for (int64_t i = 0; i < grads[k].numel(); ++i)
+      EXPECT_NEAR(grads[k].get(i), vars[k]->grad().get(i), 1e-12) << "input " << k << " " << i;
+  EXPECT_THROW(add_layer_norm(x, g, g, b), Error);  // residual of another shape
+  tape.clear();
+}
+
+}  // namespace
+}  // namespace seqtape

@@ -131,6 +131,31 @@ TEST(Encode, DecoderOnlyMasksThePrompt) {
              "<sep>");
 }
 
+TEST(Encode, EncodedPairsGivePromptAndTargetForBothArchitectures) {
+  const Tokenizer tok(Vocab::from_tokens(
+      {"<pad>", "<bos>", "<eos>", "今", "天", "气", "很", "好", "的", "是", "<sep>"}));
+  const std::vector<TextPair> pairs = {{"今天", "好", 1}, {"气", "很好的", 2}};
+  const EncodedPairs s2s = encode_pairs(Arch::Seq2Seq, tok, pairs, "p");
+  ASSERT_EQ(s2s.size(), 2u);
+  EXPECT_FALSE(s2s.decoder_only);
+  EXPECT_EQ(s2s.prompt(0), (Ids{3, 4, 2}));  // src + <eos>
+  EXPECT_EQ(s2s.target(0), (Ids{7}));        // tgt without <eos>
+  EXPECT_EQ(s2s.target(1), (Ids{6, 7, 8}));
+  const EncodedPairs lm = encode_pairs(Arch::DecoderOnly, tok, pairs, "p");
+  ASSERT_EQ(lm.size(), 2u);
+  EXPECT_TRUE(lm.decoder_only);
+  EXPECT_EQ(lm.prompt(0), (Ids{3, 4, 10}));  // src + <sep>
+  EXPECT_EQ(lm.target(0), (Ids{7}));
+  EXPECT_EQ(lm.prompt(1), (Ids{5, 10}));
+  EXPECT_EQ(lm.target(1), (Ids{6, 7, 8}));
+  // Batches and the loader take either form.
+  EXPECT_EQ(batches_in_order(lm, 2, 0).at(0).tokens.size(), 2u * 5u);
+  EXPECT_EQ(batches_in_order(s2s, 1, 0).size(), 2u);
+  DataLoader loader(lm, 0, LoaderOptions{2, 1, false});
+  EXPECT_TRUE(loader.decoder_only());
+  EXPECT_EQ(loader.next_batch().B, 2);
+}
+
 TEST(Batch, PaddedPairMasksAndLabels) {
   // The reference's padded pair: a 4-character sentence beside a 6-character one.
   const Tokenizer tok = reference_tokenizer();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,8 +17,11 @@
 #include "train/checkpoint.h"
 #include "train/copy_task.h"
 #include "train/export.h"
+#include "train/model_io.h"
 #include "train/safetensors.h"
 #include "train/trainer.h"
+#include "train/training_log.h"
+#include "train/weights.h"
 
 namespace seqtape {
 namespace {
@@ -306,6 +310,83 @@ TEST(Trainer, ResumeRejectsParametersThatDoNotMatchTheConfig) {
   EXPECT_HAS(msg, "ffn.w1");
   EXPECT_HAS(msg, "[4,16]");
   fs::remove_all(out);
+}
+
+TEST(Weights, CheckParametersNamesTheFirstProblemAndLoadCopiesByName) {
+  const ModelConfig cfg = preset("seed", 10);
+  auto source = make_model(cfg);
+  std::vector<NamedTensor> w = named_tensors(*source);
+  EXPECT_EQ(check_parameters(cfg, w, "w.bin").size(), w.size());
+
+  auto missing = w;
+  missing.pop_back();
+  std::string e = error_of([&] { check_parameters(cfg, missing, "w.bin"); });
+  EXPECT_HAS(e, "w.bin");
+  EXPECT_HAS(e, "missing parameter 'out_proj.bias'");
+  EXPECT_HAS(e, std::to_string(w.size() - 1) + " parameters given");
+  auto wrong = w;
+  wrong[2].value = Tensor::zeros({3, 3}, DType::F32);
+  e = error_of([&] { check_parameters(cfg, wrong, "w.bin"); });
+  EXPECT_HAS(e, "'" + w[2].name + "' has shape [3,3]");
+  EXPECT_HAS(e, "does not match");
+  auto extra = w;
+  extra.push_back({"decoder.layers.7.ffn.w1", Tensor::zeros({4, 16}, DType::F32)});
+  EXPECT_HAS(error_of([&] { check_parameters(cfg, extra, "w.bin"); }),
+             "unexpected parameter 'decoder.layers.7.ffn.w1'");
+  auto twice = w;
+  twice.push_back(w[0]);
+  EXPECT_HAS(error_of([&] { check_parameters(cfg, twice, "w.bin"); }), "appears twice");
+
+  // Copied by name (the order of the list does not matter), converted to the model's dtype.
+  std::reverse(w.begin(), w.end());
+  ModelConfig other = cfg;
+  other.init_seed = cfg.init_seed + 1;
+  auto target = make_model(other, DType::F64);
+  load_params_into(*target, w, "w.bin");
+  for (auto& [n, p] : source->named_parameters()) {
+    const Tensor got = target->parameter(n).value();
+    EXPECT_EQ(got.dtype(), DType::F64);
+    for (int64_t i = 0; i < got.numel(); ++i) ASSERT_EQ(got.get(i), p.value().get(i)) << n;
+  }
+}
+
+TEST(TrainingLog, WritesWindowMeansEveryLogEveryStepsAndValidationRows) {
+  fs::path out = temp_dir("training_log");
+  std::ostringstream log;
+  {
+    TrainingLog tl(out.string(), false, false, 2, 1, 5, log);
+    for (int64_t step = 1; step <= 5; ++step)
+      tl.step({step, static_cast<double>(step), 0.1, 0.5, 10});
+    EvalResult ev;
+    ev.loss = 0.25;
+    ev.exact_match = 0.5;
+    tl.evaluation(5, ev, false);
+    EXPECT_EQ(tl.tokens(), 50);
+    EXPECT_HAS(tl.finish(), "metrics.csv");
+  }
+  std::ifstream in(out / "metrics.csv");
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 6u);  // header; steps 1 (first), 2, 4, 5 (last); the validation row
+  EXPECT_EQ(rows[0], "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match");
+  EXPECT_EQ(rows[1].substr(0, 10), "1,train,1,");
+  EXPECT_EQ(rows[2].substr(0, 10), "2,train,2,");    // the window since step 1: step 2 alone
+  EXPECT_EQ(rows[3].substr(0, 12), "4,train,3.5,");  // mean of steps 3 and 4
+  EXPECT_EQ(rows[4].substr(0, 10), "5,train,5,");
+  EXPECT_EQ(rows[5], "5,valid,0.25,,,,,0.5");
+  EXPECT_TRUE(fs::exists(out / "loss.svg"));
+  EXPECT_HAS(log.str(), "step 4/5  loss 3.5000");
+  fs::remove_all(out);
+}
+
+TEST(Weights, CheckpointConfigNamesTheFile) {
+  Checkpoint c;
+  c.config_json = "{\"d_model\": ";
+  EXPECT_HAS(error_of([&] { checkpoint_config(c, "ck.bin"); }), "ck.bin: invalid configuration");
+  c.config_json = "{\"d_model\": \"four\"}";
+  EXPECT_HAS(error_of([&] { checkpoint_config(c, "ck.bin"); }), "ck.bin: invalid configuration");
+  c.config_json = preset("lm", 12).to_json().dump();
+  EXPECT_EQ(checkpoint_config(c, "ck.bin").arch, Arch::DecoderOnly);
 }
 
 TEST(Export, RefusesNonFiniteWeightsNamingTheTensor) {

@@ -1,0 +1,163 @@
+// attention: scaled, masked softmax attention over all heads in one op, reading each head in
+// place through its column block of q, k, v (a strided view, row stride C) instead of
+// permute copies, and writing each head's context straight into its block of the result.
+//
+// Dimension key: B batch, H heads, Tq query positions, Tk key positions, C = H·Dh model
+// width, Dh head width. Per (b, h) with Q, K, V the head's [T, Dh] blocks:
+//   P = softmax(mask(scale·Q·Kᵀ))  [Tq, Tk]    ctx = P·V  [Tq, Dh]
+#include <cmath>
+#include <limits>
+
+#include "autograd/kernels.h"
+#include "autograd/ops_util.h"
+#include "autograd/profile.h"
+
+namespace seqtape {
+
+namespace {
+
+struct AttnDims {
+  int64_t B, H, Tq, Tk, C, Dh;
+  double scale;
+};
+
+// The mask's element strides over [B, H, Tq, Tk] (0 along broadcast axes).
+struct MaskView {
+  const uint8_t* data = nullptr;
+  int64_t sb = 0, sh = 0, si = 0, sj = 0;
+};
+
+MaskView mask_view(const Mask* mask, const AttnDims& d) {
+  MaskView mv;
+  if (!mask) return mv;
+  const char* op = "attention";
+  if (shape_numel(mask->shape) != static_cast<int64_t>(mask->data.size()))
+    fail(op, "mask data does not fill its shape " + shape_str(mask->shape));
+  const Shape full{d.B, d.H, d.Tq, d.Tk};
+  if (mask->shape.size() > 4)
+    fail(op,
+         "mask " + shape_str(mask->shape) + " has more than 4 axes for scores " + shape_str(full));
+  detail::Broadcast bc = detail::broadcast_shapes(full, mask->shape, op);
+  if (bc.out != full)
+    fail(op,
+         "mask " + shape_str(mask->shape) + " does not broadcast to the scores " + shape_str(full));
+  mv.data = mask->data.data();
+  mv.sb = bc.sb[0];
+  mv.sh = bc.sb[1];
+  mv.si = bc.sb[2];
+  mv.sj = bc.sb[3];
+  return mv;
+}
+
+// Forward of one (b, h): p [Tq, Tk] = softmax(mask(scale·Q·Kᵀ)); ctx block = p·V.
+template <typename T>
+void head_forward(const AttnDims& d, const MaskView& mv, int64_t b, int64_t h, const T* q,
+                  const T* k, const T* v, T* p, T* ctx) {
+  const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
+  kernels::gemm<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale), q + qo, d.C, k + ko, d.C,
+                   T(0), p, d.Tk);
+  if (mv.data) {
+    const T ninf = -std::numeric_limits<T>::infinity();
+    for (int64_t i = 0; i < d.Tq; ++i) {
+      const uint8_t* mr = mv.data + b * mv.sb + h * mv.sh + i * mv.si;
+      T* pr = p + i * d.Tk;
+      for (int64_t j = 0; j < d.Tk; ++j)
+        if (mr[j * mv.sj]) pr[j] = ninf;
+    }
+  }
+  kernels::softmax_rows<T>(p, p, d.Tq, d.Tk);
+  kernels::gemm<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), p, d.Tk, v + ko, d.C, T(0), ctx + qo, d.C);
+}
+
+// Backward of one (b, h), with dp a [Tq, Tk] scratch:
+//   dP = dctx·Vᵀ;  dV += Pᵀ·dctx;  dS = scale·P ⊙ (dP − Σ_j dP·P);  dQ += dS·K;  dK += dSᵀ·Q
+// Masked entries have P = 0, so their dS is 0 (a fully masked row gives zeros throughout).
+template <typename T>
+void head_backward(const AttnDims& d, int64_t b, int64_t h, const T* q, const T* k, const T* v,
+                   const T* p, const T* dctx, T* dp, T* dq, T* dk, T* dv, T beta_q, T beta_k,
+                   T beta_v) {
+  const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
+  const T scale = static_cast<T>(d.scale);
+  kernels::gemm<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dctx + qo, d.C, v + ko, d.C, T(0), dp,
+                   d.Tk);
+  if (dv)
+    kernels::gemm<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), p, d.Tk, dctx + qo, d.C, beta_v, dv + ko,
+                     d.C);
+  for (int64_t i = 0; i < d.Tq; ++i) {
+    const T* pr = p + i * d.Tk;
+    T* gr = dp + i * d.Tk;
+    const T dot = kernels::row_sum<T>(d.Tk, [gr, pr](int64_t j) { return gr[j] * pr[j]; });
+    for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
+  }
+  if (dq)
+    kernels::gemm<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dp, d.Tk, k + ko, d.C, beta_q, dq + qo,
+                     d.C);
+  if (dk)
+    kernels::gemm<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), dp, d.Tk, q + qo, d.C, beta_k, dk + ko,
+                     d.C);
+}
+
+AttnDims attention_dims(const Var& q, const Var& k, const Var& v, int64_t heads) {
+  const char* op = "attention";
+  detail::check_same_dtype(q, k, op);
+  detail::check_same_dtype(q, v, op);
+  auto all = [&] {
+    return "q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " +
+           shape_str(v.shape()) + ", " + std::to_string(heads) + " heads";
+  };
+  if (q.ndim() != 3 || k.ndim() != 3 || k.shape() != v.shape() || q.dim(0) != k.dim(0) ||
+      q.dim(2) != k.dim(2))
+    fail(op, "needs q [B, Tq, C] and k, v [B, Tk, C]: " + all());
+  if (heads < 1 || q.dim(2) % heads != 0)
+    fail(op, "width is not divisible by the number of heads: " + all());
+  AttnDims d{q.dim(0), heads, q.dim(1), k.dim(1), q.dim(2), q.dim(2) / heads, 0};
+  d.scale = d.Dh > 0 ? 1.0 / std::sqrt(static_cast<double>(d.Dh)) : 1.0;
+  return d;
+}
+
+}  // namespace
+
+Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mask* mask,
+              Tensor* weights) {
+  profile::Scope prof_("attention", profile::Phase::Forward);
+  const AttnDims d = attention_dims(q, k, v, heads);
+  const MaskView mv = mask_view(mask, d);
+  Tensor out = Tensor::empty(q.shape(), q.dtype());                 // [B, Tq, C]
+  Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, q.dtype());  // [B, H, Tq, Tk]
+  dispatch(q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* pq = q.value().data<T>();
+    const T* pk = k.value().data<T>();
+    const T* pv = v.value().data<T>();
+    T* pp = probs.data<T>();
+    T* po = out.data<T>();
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t h = 0; h < d.H; ++h)
+        head_forward<T>(d, mv, b, h, pq, pk, pv, pp + (b * d.H + h) * d.Tq * d.Tk, po);
+  });
+  if (weights) *weights = probs.clone();
+  return detail::make_result(
+      "attention", std::move(out), detail::wants_grad({&q, &k, &v}),
+      [qi = q.shared(), ki = k.shared(), vi = v.shared(), probs, d](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          // Each (b, h) writes its own blocks of dQ, dK, dV, so a fresh gradient is written
+          // whole without zero-filling — unless two of q, k, v are one value.
+          const bool alias = qi == ki || qi == vi || ki == vi;
+          auto writer = [alias](VarImpl& x) {
+            return alias ? detail::GradWriter<T>::accumulate(x) : detail::GradWriter<T>::of(x);
+          };
+          const auto wq = writer(*qi), wk = writer(*ki), wv = writer(*vi);
+          Tensor scratch = Tensor::empty({d.Tq, d.Tk}, o.value.dtype());  // dP / dS
+          const T* pp = probs.data<T>();
+          for (int64_t b = 0; b < d.B; ++b)
+            for (int64_t h = 0; h < d.H; ++h)
+              head_backward<T>(d, b, h, qi->value.data<T>(), ki->value.data<T>(),
+                               vi->value.data<T>(), pp + (b * d.H + h) * d.Tq * d.Tk,
+                               o.grad.data<T>(), scratch.data<T>(), wq.d, wk.d, wv.d, wq.beta(),
+                               wk.beta(), wv.beta());
+        });
+      });
+}
+
+}  // namespace seqtape

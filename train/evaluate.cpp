@@ -1,0 +1,64 @@
+#include "train/evaluate.h"
+
+#include <algorithm>
+
+namespace seqtape {
+
+std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const Vocab& vocab,
+                                                  const std::vector<std::vector<int32_t>>& prompts,
+                                                  int64_t max_new) {
+  return model.greedy_uncached(prompts, {vocab.bos_id(), vocab.eos_id(), vocab.pad_id()}, max_new);
+}
+
+double validation_loss(TransformerModel& model, const EncodedPairs& data, int64_t batch,
+                       int32_t pad_id) {
+  NoGradGuard no_grad;
+  TrainingModeGuard eval_mode(model, false);
+  Rng rng(0);  // unused: no dropout in evaluation mode
+  double loss_sum = 0;
+  int64_t tokens = 0;
+  for (const Batch& b : batches_in_order(data, batch, pad_id)) {
+    loss_sum += model.loss(b, rng).item() * static_cast<double>(b.n_label_tokens);
+    tokens += b.n_label_tokens;
+  }
+  return tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
+}
+
+std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const Vocab& vocab,
+                                                 const EncodedPairs& data, int64_t batch,
+                                                 int64_t max_examples) {
+  const size_t n = std::min(data.size(), static_cast<size_t>(std::max<int64_t>(0, max_examples)));
+  std::vector<std::vector<int32_t>> out;
+  for (size_t s = 0; s < n; s += static_cast<size_t>(batch)) {
+    const size_t e = std::min(n, s + static_cast<size_t>(batch));
+    std::vector<std::vector<int32_t>> chunk;
+    int64_t longest = 0;
+    for (size_t i = s; i < e; ++i) {
+      chunk.push_back(data.prompt(i));
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(data.target(i).size()));
+    }
+    for (auto& got : greedy_uncached(model, vocab, chunk, 2 * longest + 8))
+      out.push_back(std::move(got));
+  }
+  return out;
+}
+
+EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vector<TextPair>& data,
+                    int64_t batch, int64_t eval_max) {
+  EvalResult r;
+  if (data.empty()) return r;
+  const Tokenizer tok(vocab);
+  const EncodedPairs encoded = encode_pairs(model.config().arch, tok, data, "validation");
+  r.loss = validation_loss(model, encoded, batch, vocab.pad_id());
+  const auto decoded = greedy_decodes(model, vocab, encoded, batch, eval_max);
+  int64_t hits = 0;
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    hits += decoded[i] == encoded.target(i);
+    if (r.samples.size() < 3) r.samples.emplace_back(data[i].source, tok.decode(decoded[i]));
+  }
+  r.examples = static_cast<int64_t>(decoded.size());
+  r.exact_match = r.examples ? static_cast<double>(hits) / static_cast<double>(r.examples) : 0.0;
+  return r;
+}
+
+}  // namespace seqtape

@@ -1,0 +1,48 @@
+#pragma once
+// Evaluation of a training model on held-out pairs: teacher-forced loss, and greedy decoding
+// without a cache scored by exact match. The trainer calls evaluate() between steps and at the
+// end; the greedy decodes are returned so that further metrics can score the same outputs.
+//
+// Dimension key: B batch, T positions, V vocabulary.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/transformer.h"
+#include "train/dataset.h"
+#include "train/tokenizer.h"
+
+namespace seqtape {
+
+struct EvalResult {
+  double loss = 0;         // teacher-forced cross-entropy per label token
+  double exact_match = 0;  // fraction of greedy decodes equal to the target
+  int64_t examples = 0;
+  // The first few greedy decodes, as (source, decoded text), to show what the model does.
+  std::vector<std::pair<std::string, std::string>> samples;
+};
+
+// Greedy decoding without a cache on the training model (TransformerModel::greedy_uncached
+// with the vocabulary's special ids): the reference the inference module is checked against,
+// and the evaluator of exact match. Returns the generated ids without <bos>, ending before
+// <eos>.
+std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const Vocab& vocab,
+                                                  const std::vector<std::vector<int32_t>>& prompts,
+                                                  int64_t max_new);
+
+// Cross-entropy per label token over every pair, `batch` at a time, in evaluation mode.
+double validation_loss(TransformerModel& model, const EncodedPairs& data, int64_t batch,
+                       int32_t pad_id);
+
+// Greedy decodes of the first `max_examples` pairs (each up to 2·|target| + 8 tokens).
+std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const Vocab& vocab,
+                                                 const EncodedPairs& data, int64_t batch,
+                                                 int64_t max_examples);
+
+// Loss over all of `data`, exact match over its first eval_max pairs.
+EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vector<TextPair>& data,
+                    int64_t batch, int64_t eval_max);
+
+}  // namespace seqtape

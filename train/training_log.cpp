@@ -1,0 +1,109 @@
+#include "train/training_log.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "train/plot.h"
+
+namespace seqtape {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600,
+                  (static_cast<int>(s) % 3600) / 60);
+  return buf;
+}
+
+}  // namespace
+
+TrainingLog::TrainingLog(const std::string& out_dir, bool append, bool bar, int64_t log_every,
+                         int64_t first_step, int64_t total_steps, std::ostream& log)
+    : metrics_path_((fs::path(out_dir) / "metrics.csv").string()),
+      svg_path_((fs::path(out_dir) / "loss.svg").string()),
+      bar_(bar),
+      log_every_(log_every),
+      first_step_(first_step),
+      total_steps_(total_steps),
+      log_(log) {
+  if (append && fs::exists(metrics_path_)) {
+    metrics_.open(metrics_path_, std::ios::app);
+  } else {
+    metrics_.open(metrics_path_);
+    metrics_ << "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match\n";
+  }
+  metrics_.precision(17);  // losses round-trip exactly: resumed runs are compared bit for bit
+}
+
+double TrainingLog::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+void TrainingLog::step(const StepStats& s) {
+  tokens_ += s.label_tokens;
+  window_loss_ += s.loss;
+  ++window_n_;
+  const double elapsed = seconds();
+  const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0.0;
+  const bool log_now = s.step % log_every_ == 0 || s.step == total_steps_ || s.step == first_step_;
+  if (log_now) {
+    metrics_ << s.step << ",train," << window_loss_ / static_cast<double>(window_n_) << "," << s.lr
+             << "," << s.grad_norm << "," << tps << "," << elapsed << ",\n";
+    metrics_.flush();
+  }
+  if (bar_)
+    progress(s, elapsed, tps);
+  else if (log_now)
+    plain_line(s, elapsed, tps);
+  if (log_now) window_loss_ = 0, window_n_ = 0;
+}
+
+void TrainingLog::progress(const StepStats& s, double elapsed, double tps) const {
+  const double done = static_cast<double>(s.step - first_step_ + 1) /
+                      static_cast<double>(total_steps_ - first_step_ + 1);
+  const int width = 24, fill = static_cast<int>(done * width);
+  std::fprintf(stderr, "\r[%s%s] step %lld/%lld  loss %.4f  %.0f tok/s  ETA %s   ",
+               std::string(static_cast<size_t>(fill), '#').c_str(),
+               std::string(static_cast<size_t>(width - fill), '.').c_str(),
+               static_cast<long long>(s.step), static_cast<long long>(total_steps_), s.loss, tps,
+               fmt_seconds(done > 0 ? elapsed / done - elapsed : 0).c_str());
+}
+
+void TrainingLog::plain_line(const StepStats& s, double elapsed, double tps) const {
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %s\n",
+                static_cast<long long>(s.step), static_cast<long long>(total_steps_),
+                window_loss_ / static_cast<double>(window_n_), s.lr, s.grad_norm, tps,
+                fmt_seconds(elapsed).c_str());
+  log_ << buf << std::flush;
+}
+
+void TrainingLog::evaluation(int64_t step, const EvalResult& ev, bool announce) {
+  metrics_ << step << ",valid," << ev.loss << ",,,,," << ev.exact_match << "\n";
+  if (!announce) return;
+  break_line();
+  log_ << "eval at step " << step << ": validation loss " << ev.loss << ", exact match "
+       << 100 * ev.exact_match << "% of " << ev.examples << "\n";
+}
+
+void TrainingLog::break_line() const {
+  if (bar_) std::fprintf(stderr, "\n");
+}
+
+std::string TrainingLog::finish() {
+  metrics_.close();
+  std::ofstream(svg_path_) << loss_curve_svg(read_loss_series(metrics_path_),
+                                             "seqtape training loss");
+  return metrics_path_ + ", " + svg_path_;
+}
+
+}  // namespace seqtape

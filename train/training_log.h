@@ -1,0 +1,59 @@
+#pragma once
+// TrainingLog: what a training run reports as it goes — metrics.csv (one row per logged step
+// and per evaluation), the progress bar on a terminal or plain log lines otherwise, and
+// loss.svg at the end.
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <ostream>
+#include <string>
+
+#include "train/evaluate.h"
+
+namespace seqtape {
+
+// What one optimizer step produced.
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double grad_norm = 0;
+  int64_t label_tokens = 0;
+};
+
+class TrainingLog {
+ public:
+  // Appends to <out_dir>/metrics.csv when `append` and the file exists (a resumed run),
+  // otherwise starts it with its header. Steps first_step..total_steps are expected; a row is
+  // logged every log_every steps, at the first and at the last. bar: a progress bar on stderr.
+  TrainingLog(const std::string& out_dir, bool append, bool bar, int64_t log_every,
+              int64_t first_step, int64_t total_steps, std::ostream& log);
+
+  void step(const StepStats& s);
+  // A validation row; `announce` also reports it in the log (evaluations between steps).
+  void evaluation(int64_t step, const EvalResult& ev, bool announce);
+  // Ends the progress bar's line, so that a message starts on a fresh one.
+  void break_line() const;
+
+  double seconds() const;                     // since construction
+  int64_t tokens() const { return tokens_; }  // label tokens of the steps logged
+  // Closes metrics.csv and draws loss.svg from it; returns the two paths for the log.
+  std::string finish();
+
+ private:
+  void progress(const StepStats& s, double elapsed, double tps) const;
+  void plain_line(const StepStats& s, double elapsed, double tps) const;
+
+  std::string metrics_path_, svg_path_;
+  std::ofstream metrics_;
+  bool bar_;
+  int64_t log_every_, first_step_, total_steps_;
+  std::ostream& log_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  int64_t tokens_ = 0;
+  double window_loss_ = 0;  // mean loss over the steps since the last logged row
+  int64_t window_n_ = 0;
+};
+
+}  // namespace seqtape

@@ -1,0 +1,27 @@
+#pragma once
+// A checkpoint's model, without the tape: the configuration it carries, and its weights checked
+// against the parameter list that configuration implies (nn/param_names.h). Shared by the
+// trainer's resume, reference/f15, export and infer/ (which cannot link the tape); copying the
+// checked weights into a training model is train/model_io.h.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/config.h"
+#include "train/checkpoint.h"
+
+namespace seqtape {
+
+// The checkpoint's model configuration; Error "<where>: invalid configuration: ..." when its
+// JSON does not parse or holds a bad value.
+ModelConfig checkpoint_config(const Checkpoint& c, const std::string& where);
+
+// Checks that `params` are exactly the parameters cfg implies: every name once, with its shape,
+// no other name, every value finite. An Error names `where` and the first problem in the
+// model's order. Returns the tensors by name (pointers into `params`).
+std::map<std::string, const Tensor*> check_parameters(const ModelConfig& cfg,
+                                                      const std::vector<NamedTensor>& params,
+                                                      const std::string& where);
+
+}  // namespace seqtape
