@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/input_guards.h"
+#include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/trace.h"
@@ -30,11 +31,12 @@ extern "C" void on_sigint(int) {
 }
 
 struct GenerateArgs {
-  std::string model, input, trace;
+  std::string model, input, input_file, output, trace;
+  int64_t batch_size = 1;
   std::vector<std::string> end_tokens;       // --end: extra end tokens besides <eos>
   std::vector<std::string> suppress_tokens;  // --suppress: never generated
-  CLI::Option *input_o = nullptr, *temperature_o = nullptr, *top_k_o = nullptr, *top_p_o = nullptr,
-              *seed_o = nullptr, *n_best_o = nullptr;
+  CLI::Option *input_o = nullptr, *input_file_o = nullptr, *temperature_o = nullptr,
+              *top_k_o = nullptr, *top_p_o = nullptr, *seed_o = nullptr, *n_best_o = nullptr;
   GenerateOptions o;
   bool no_cache = false, json = false, stream = false;
 };
@@ -56,6 +58,14 @@ void check_flags(const GenerateArgs& a) {
       if (opt->count()) throw UsageError(opt->get_name() + " needs --sample");
   check_stop_strings(o.stop_strings);
   if (a.stream && a.json) throw UsageError("--stream and --json cannot be combined");
+  if (a.batch_size < 1)
+    throw UsageError("--batch-size must be at least 1, got " + std::to_string(a.batch_size));
+  if (a.stream && a.batch_size > 1)
+    throw UsageError("--stream prints one input at a time: it needs --batch-size 1");
+  if (a.stream && o.num_samples > 1)
+    throw UsageError("--stream prints one text per input: it cannot show --num-samples draws");
+  if (a.input_o->count() && a.input_file_o->count())
+    throw UsageError("--input and --input-file cannot be combined");
   if (a.o.verify_cache && a.no_cache)
     throw UsageError(
         "--verify-cache already compares with the uncached recompute; drop --no-cache");
@@ -86,11 +96,23 @@ nlohmann::json hypothesis_json(const Hypothesis& h) {
 
 void add_flags(CLI::App* sub, GenerateArgs& a) {
   GenerateOptions& o = a.o;
-  sub->add_option("--model", a.model, "checkpoint.bin written by seqtape train")->required();
+  sub->add_option("--model", a.model,
+                  "checkpoint.bin written by seqtape train, its run directory, or a directory "
+                  "written by seqtape export")
+      ->required();
   a.input_o = sub->add_option(
       "--input", a.input,
       "input text (seq2seq: the source; decoder-only: the prompt, encoded as text <sep>); "
-      "without it, one input per line of stdin");
+      "without it (and --input-file), one input per line of stdin");
+  a.input_file_o = sub->add_option("--input-file", a.input_file, "one input per line");
+  sub->add_option("--output", a.output, "write the results to this file instead of stdout");
+  sub->add_option("--batch-size", a.batch_size,
+                  "decode this many inputs at once (output keeps input order; 1 answers each "
+                  "stdin line as soon as it is read)")
+      ->capture_default_str();
+  sub->add_option("--num-samples", o.num_samples,
+                  "with --sample: draws per input (draw k uses --seed + k)")
+      ->capture_default_str();
   sub->add_option("--beam", o.beam, "beam size (1 = greedy)")->capture_default_str();
   a.n_best_o = sub->add_option("--n-best", o.n_best, "hypotheses to print (<= --beam)")
                    ->capture_default_str();
@@ -147,28 +169,49 @@ std::vector<int32_t> token_ids(const InferenceModel& model, const std::string& m
   return ids;
 }
 
-// (context, text) of every input: --input, or one per line of stdin.
-std::vector<std::pair<std::string, std::string>> read_inputs(const GenerateArgs& a) {
-  std::vector<std::pair<std::string, std::string>> inputs;
-  if (a.input_o->count()) {
-    inputs.push_back({"--input", a.input});
-  } else {
-    std::string line;
-    for (int n = 1; std::getline(std::cin, line); ++n) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      inputs.push_back({"stdin:" + std::to_string(n), line});
+// One input: where it came from (for messages: "--input", "stdin:3", "F:3") and its text.
+struct InputLine {
+  std::string context, text;
+};
+
+// The inputs one at a time: --input, the lines of --input-file, or stdin's lines as they arrive
+// (never read ahead, so --batch-size 1 answers each line before reading the next).
+class InputSource {
+ public:
+  explicit InputSource(const GenerateArgs& a) : a_(a) {
+    if (a.input_file_o->count()) {
+      file_.open(a.input_file, std::ios::binary);
+      if (!file_) fail(a.input_file, "cannot open the input file");
+      in_ = &file_;
+      name_ = a.input_file;
     }
-    if (inputs.empty()) fail("generate", "no input: give --input TEXT or lines on stdin");
   }
-  if (!a.trace.empty() && inputs.size() != 1)
-    throw UsageError("--trace records one run: give exactly one input (--input TEXT)");
-  return inputs;
-}
+
+  std::optional<InputLine> next() {
+    if (a_.input_o->count()) {
+      if (given_) return std::nullopt;
+      given_ = true;
+      return InputLine{"--input", a_.input};
+    }
+    std::string line;
+    if (!std::getline(*in_, line)) return std::nullopt;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return InputLine{name_ + ":" + std::to_string(++line_no_), line};
+  }
+
+ private:
+  const GenerateArgs& a_;
+  std::ifstream file_;
+  std::istream* in_ = &std::cin;
+  std::string name_ = "stdin";
+  int64_t line_no_ = 0;
+  bool given_ = false;
+};
 
 // generate() on one input, recorded as a trace into `path`.
 GenerateResult run_traced(const InferenceModel& model, const std::vector<int32_t>& ids,
                           const GenerateOptions& o, const std::string& text,
-                          const std::string& path) {
+                          const std::string& path, bool quiet) {
   TraceOptions topt;
   topt.input_text = text;
   topt.verify_cache = o.use_cache;  // every step compared with a recompute
@@ -177,116 +220,202 @@ GenerateResult run_traced(const InferenceModel& model, const std::vector<int32_t
   if (!out) fail(path, "cannot open the trace file for writing");
   out << tr.trace.dump(1) << "\n";
   if (!out) fail(path, "writing the trace failed");
-  std::fprintf(stderr, "trace: %zu steps written to %s\n", tr.trace["steps"].size(), path.c_str());
+  if (!quiet)
+    std::fprintf(stderr, "trace: %zu steps written to %s\n", tr.trace["steps"].size(),
+                 path.c_str());
   return std::move(tr.result);
 }
 
-// The result on stdout (text and n-best, or one JSON object) and the summary on stderr.
-void print_result(const GenerateArgs& a, const GenerateOptions& o, const std::string& text,
-                  const GenerateResult& r, double secs) {
+// One decoded input as generate --json prints it. seconds: the wall time of its batch.
+nlohmann::json result_json(const GenerateOptions& o, const InputLine& in, int64_t unk,
+                           const GenerateResult& r, double secs) {
   const auto steps = static_cast<double>(r.cache_lengths.size());
-  const double tps = secs > 0 ? steps / secs : 0.0;
-  if (a.json) {
-    nlohmann::json j = {{"input", text},
-                        {"tokens", r.tokens},
-                        {"text", r.text},
-                        {"score", r.score},
-                        {"stop_reason", to_string(r.stop_reason)},
-                        {"cache_lengths", r.cache_lengths},
-                        {"seconds", secs},
-                        {"tokens_per_second", tps},
-                        {"cached", o.use_cache}};
-    if (o.n_best > 1) {
-      j["n_best"] = nlohmann::json::array();
-      for (const Hypothesis& h : r.n_best) j["n_best"].push_back(hypothesis_json(h));
-    }
-    if (o.verify_cache) j["max_abs_delta"] = r.max_abs_delta;
-    std::cout << j.dump() << "\n" << std::flush;
-  } else {
-    if (!a.stream) std::cout << r.text;
-    std::cout << "\n";
-    if (o.n_best > 1)
-      for (size_t k = 0; k < r.n_best.size(); ++k) {
-        const Hypothesis& h = r.n_best[k];
-        std::printf("  [%zu] score %.4f  normalized %.4f  %s  %s\n", k + 1, h.score,
-                    h.normalized_score, to_string(h.stop_reason), h.text.c_str());
-      }
-    std::cout << std::flush;
+  nlohmann::json j = {{"input", in.text},
+                      {"tokens", r.tokens},
+                      {"text", r.text},
+                      {"score", r.score},
+                      {"stop_reason", to_string(r.stop_reason)},
+                      {"cache_lengths", r.cache_lengths},
+                      {"unk", unk},
+                      {"seconds", secs},
+                      {"tokens_per_second", secs > 0 ? steps / secs : 0.0},
+                      {"cached", o.use_cache}};
+  if (o.n_best > 1 || o.num_samples > 1) {
+    nlohmann::json& list = j[o.num_samples > 1 ? "samples" : "n_best"];
+    list = nlohmann::json::array();
+    for (const Hypothesis& h : r.n_best) list.push_back(hypothesis_json(h));
   }
+  if (o.verify_cache) j["max_abs_delta"] = r.max_abs_delta;
+  return j;
+}
+
+// The result on `out` (text and n-best or samples, or one JSON object) and, without --json, the
+// summary on stderr.
+void print_result(const GenerateArgs& a, const GenerateOptions& o, const InputLine& in, int64_t unk,
+                  const GenerateResult& r, double secs, std::ostream& out) {
+  if (a.json) {
+    out << result_json(o, in, unk, r, secs).dump() << "\n" << std::flush;
+    return;
+  }
+  if (!a.stream) out << r.text;
+  out << "\n";
+  if (o.n_best > 1 || o.num_samples > 1)
+    for (size_t k = 0; k < r.n_best.size(); ++k) {
+      const Hypothesis& h = r.n_best[k];
+      char head[96];
+      std::snprintf(head, sizeof head, "  [%zu] score %.4f  normalized %.4f  %s  ", k + 1, h.score,
+                    h.normalized_score, to_string(h.stop_reason));
+      out << head << h.text << "\n";
+    }
+  out << std::flush;
+  const double tps = secs > 0 ? double(r.cache_lengths.size()) / secs : 0.0;
   std::fprintf(stderr, "stop: %s\n", stop_note(r.stop_reason));
-  std::fprintf(stderr, "%zu tokens in %.3f ms (%.0f tokens/s, %s)\n", r.cache_lengths.size(),
-               secs * 1e3, tps, o.use_cache ? "cached" : "uncached");
+  std::fprintf(stderr, "%zu tokens in %.3f ms (%.0f tokens/s, %s%s)\n", r.cache_lengths.size(),
+               secs * 1e3, tps, o.use_cache ? "cached" : "uncached",
+               a.batch_size > 1 ? ", batch wall time" : "");
   if (o.verify_cache)
     std::fprintf(stderr, "verify-cache: max |cached - uncached| logit = %.3g over %zu steps\n",
                  r.max_abs_delta, r.cache_lengths.size());
 }
 
-// The answer to a stdin line that cannot be decoded: its error on stderr, and in its place on
-// stdout an empty line (or, with --json, an object naming the input and the error).
-void print_line_error(const GenerateArgs& a, const std::string& text, const std::string& what) {
+// Everything one run shares: the model, its tokenizer, the options and where results go.
+struct Run {
+  const GenerateArgs& a;
+  const InferenceModel& model;
+  const TextCodec& tok;
+  const GenerateOptions& o;
+  std::ostream& out;
+  double worst_delta = 0;
+  int64_t bad_lines = 0;  // stdin or --input-file lines that could not be decoded
+};
+
+// The answer to an input line that cannot be decoded (blank, not UTF-8, too long...): its error
+// on stderr, and in its place on the output an empty line (or, with --json, an object naming the
+// input and the error). The other lines are answered.
+void print_line_error(Run& run, const InputLine& in, const std::string& what) {
+  ++run.bad_lines;
   std::cerr << "seqtape: error: " << what << "\n";
-  if (a.json)
-    std::cout << nlohmann::json{{"input", text}, {"error", what}}.dump(
-                     -1, ' ', false, nlohmann::json::error_handler_t::replace)
-              << "\n";
+  if (run.a.json)
+    run.out << nlohmann::json{{"input", in.text}, {"error", what}}.dump(
+                   -1, ' ', false, nlohmann::json::error_handler_t::replace)
+            << "\n";
   else
-    std::cout << "\n";
-  std::cout << std::flush;
+    run.out << "\n";
+  run.out << std::flush;
 }
 
-int run_generate(const GenerateArgs& a) {
-  check_flags(a);
+// <unk> ids in an encoded input (the text cannot contain the token itself); warns without --json.
+int64_t count_unk(const Run& run, const InputLine& in, const std::vector<int32_t>& ids) {
+  const std::optional<int32_t> unk = run.model.vocab().unk_id();
+  const auto n = unk ? std::count(ids.begin(), ids.end(), *unk) : 0;
+  if (n > 0 && !run.a.json)
+    std::fprintf(stderr, "warning: %s: %td character(s) not in the vocabulary became <unk>\n",
+                 in.context.c_str(), n);
+  return static_cast<int64_t>(n);
+}
+
+// Encodes and decodes one batch of inputs together, then prints each in input order.
+void decode_batch(Run& run, const std::vector<InputLine>& batch) {
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<int64_t> unk;
+  std::vector<std::string> problem(batch.size());  // why a line cannot be decoded ("" if it can)
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const InputLine& in = batch[i];
+    try {
+      ids.push_back(encode_input(run.model, run.tok, in.text, in.context));
+    } catch (const Error& e) {
+      if (run.a.input_o->count()) throw;
+      problem[i] = e.what();
+      continue;
+    }
+    check_decoding_budget(run.model, ids.back().size(), run.o);
+    if (!run.a.trace.empty()) check_trace_size(run.model, ids.back().size(), run.o);
+    unk.push_back(count_unk(run, in, ids.back()));
+  }
+  if (ids.empty()) {
+    for (size_t i = 0; i < batch.size(); ++i) print_line_error(run, batch[i], problem[i]);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<GenerateResult> results =
+      run.a.trace.empty() ? generate(run.model, ids, run.o)
+                          : std::vector{run_traced(run.model, ids[0], run.o, batch[0].text,
+                                                   run.a.trace, run.a.json)};
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0, k = 0; i < batch.size(); ++i) {
+    if (!problem[i].empty()) {
+      print_line_error(run, batch[i], problem[i]);
+      continue;
+    }
+    if (run.o.verify_cache) run.worst_delta = std::max(run.worst_delta, results[k].max_abs_delta);
+    print_result(run.a, run.o, batch[i], unk[k], results[k], secs, run.out);
+    ++k;
+  }
+}
+
+// Reads up to --batch-size inputs at a time and decodes them; returns the inputs decoded.
+int64_t decode_all(Run& run, InputSource& src) {
+  int64_t total = 0;
+  std::vector<InputLine> batch;
+  for (;;) {
+    batch.clear();
+    while (static_cast<int64_t>(batch.size()) < run.a.batch_size)
+      if (std::optional<InputLine> in = src.next()) {
+        batch.push_back(std::move(*in));
+      } else {
+        break;
+      }
+    if (batch.empty()) break;
+    if (!run.a.trace.empty() && (total > 0 || batch.size() > 1 || src.next()))
+      throw UsageError("--trace records one run: give exactly one input (--input TEXT)");
+    decode_batch(run, batch);
+    total += static_cast<int64_t>(batch.size());
+    if (g_interrupted) break;
+  }
+  return total;
+}
+
+GenerateOptions options_of(const GenerateArgs& a, const InferenceModel& model) {
   GenerateOptions o = a.o;
   o.use_cache = !a.no_cache;
-  InferenceModel model = InferenceModel::load(a.model);
-  const TextCodec& tok = model.codec();  // the checkpoint's tokenizer
   if (!a.end_tokens.empty()) {
     o.end_ids = {model.vocab().eos_id()};
     for (int32_t id : token_ids(model, a.model, "--end", a.end_tokens)) o.end_ids.push_back(id);
   }
   o.suppress_ids = token_ids(model, a.model, "--suppress", a.suppress_tokens);
-  const auto inputs = read_inputs(a);
+  return o;
+}
+
+int run_generate(const GenerateArgs& a) {
+  check_flags(a);
+  InferenceModel model = load_model(a.model);
+  const TextCodec& tok = model.codec();
+  GenerateOptions o = options_of(a, model);
+  std::ofstream file;
+  if (!a.output.empty()) {
+    file.open(a.output, std::ios::binary);
+    if (!file) fail(a.output, "cannot open the output file for writing");
+  }
+  std::ostream& out = a.output.empty() ? std::cout : file;
+  InputSource src(a);
   g_interrupted = false;
   std::signal(SIGINT, on_sigint);
   o.cancel = [] { return g_interrupted.load(); };
-  if (a.stream)
-    o.on_stream = [](const StreamEvent& e) {
-      std::fwrite(e.text.data(), 1, e.text.size(), stdout);
-      std::fflush(stdout);
-    };
-  double worst_delta = 0;
-  int bad_lines = 0;
-  for (const auto& [context, text] : inputs) {
-    std::vector<int32_t> ids;
-    try {
-      ids = encode_input(model, tok, text, context);
-    } catch (const Error& e) {
-      if (a.input_o->count()) throw;
-      ++bad_lines;  // a bad line of stdin (blank, not UTF-8, too long...) gets its error alone
-      print_line_error(a, text, e.what());
-      continue;
-    }
-    check_decoding_budget(model, ids.size(), o);
-    if (!a.trace.empty()) check_trace_size(model, ids.size(), o);
-    const auto t0 = std::chrono::steady_clock::now();
-    const GenerateResult r = a.trace.empty() ? generate(model, {ids}, o).at(0)
-                                             : run_traced(model, ids, o, text, a.trace);
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (o.verify_cache) worst_delta = std::max(worst_delta, r.max_abs_delta);
-    print_result(a, o, text, r, secs);
-    if (g_interrupted) break;
-  }
+  if (a.stream) o.on_stream = [&out](const StreamEvent& e) { out << e.text << std::flush; };
+  Run run{a, model, tok, o, out};
+  const int64_t n = decode_all(run, src);
   std::signal(SIGINT, SIG_DFL);
-  if (bad_lines > 0) {
-    std::fprintf(stderr, "seqtape: error: %d of %zu input lines could not be decoded\n", bad_lines,
-                 inputs.size());
+  if (n == 0) fail("generate", "no input: give --input TEXT, --input-file F or lines on stdin");
+  if (!out) fail(a.output.empty() ? "stdout" : a.output, "writing the results failed");
+  if (run.bad_lines > 0) {
+    std::fprintf(stderr, "seqtape: error: %lld of %lld input lines could not be decoded\n",
+                 static_cast<long long>(run.bad_lines), static_cast<long long>(n));
     return kDataError;
   }
-  if (o.verify_cache && worst_delta > 1e-4) {
+  if (o.verify_cache && run.worst_delta > 1e-4) {
     std::fprintf(stderr,
                  "verify-cache FAILED: cached and uncached logits differ by %.3g (> 1e-4)\n",
-                 worst_delta);
+                 run.worst_delta);
     return kCheckFailed;
   }
   return kOk;

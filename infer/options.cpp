@@ -44,6 +44,11 @@ std::optional<std::string> GenerateOptions::problem(const Namer& name) const {
     return name("min_new") + " must be in [0, " + name("max_new") + " " + to_string(max_new) + "]";
   if (sample && beam > 1)
     return name("sample") + " and " + name("beam") + " > 1 cannot be combined";
+  if (num_samples < 1)
+    return name("num_samples") + " must be at least 1, got " + to_string(num_samples);
+  if (num_samples > 1 && !sample) return name("num_samples") + " > 1 needs " + name("sample");
+  if (num_samples > 1 && on_stream)
+    return name("num_samples") + " > 1 cannot be streamed (the draws would interleave)";
   for (const std::string& s : stop_strings)
     if (s.empty()) return name("stop_strings") + " needs a non-empty string";
   return std::nullopt;

@@ -57,14 +57,20 @@ struct SelectEvent {
 };
 
 struct GenerateOptions {
-  int64_t beam = 1;               // K; > 1 selects beam search
-  int64_t n_best = 1;             // hypotheses returned per input (<= beam)
-  double length_penalty = 1.0;    // α of score / length^α (beam ranking)
-  bool sample = false;            // draw tokens instead of taking the best
-  double temperature = 1.0;       // sampling: logits / T; 0 = greedy
-  int64_t top_k = 0;              // sampling: keep the k most likely (0 = all)
-  double top_p = 1.0;             // sampling: smallest set with probability >= p, in (0, 1]
-  uint64_t seed = 0;              // sampling: every input draws from Rng(seed)
+  int64_t beam = 1;             // K; > 1 selects beam search
+  int64_t n_best = 1;           // hypotheses returned per input (<= beam)
+  double length_penalty = 1.0;  // α of score / length^α (beam ranking)
+  bool sample = false;          // draw tokens instead of taking the best
+  double temperature = 1.0;     // sampling: logits / T; 0 = greedy
+  int64_t top_k = 0;            // sampling: keep the k most likely (0 = all)
+  double top_p = 1.0;           // sampling: smallest set with probability >= p, in (0, 1]
+  uint64_t seed = 0;            // sampling: every input draws from Rng(seed)
+  // Sampling: draws per input. Draw k of an input uses Rng(seed + k), so draw 0 is the
+  // single-sample result and draw k equals a run with seed + k; the draws are the result's
+  // n_best, in draw order (not ranked), and the result itself is draw 0. No on_stream.
+  int64_t num_samples = 1;
+  // Per input: that input's sampling seed (overrides `seed`); empty: `seed` for every input.
+  std::vector<uint64_t> seeds;
   double repetition_penalty = 1;  // > 0; 1 = off
   int64_t no_repeat_ngram = 0;    // 0 = off
   int64_t min_new = 0;            // end tokens are blocked before this many new tokens

@@ -39,9 +39,9 @@ class SingleRowRun {
     active_.resize(c.inputs.size());
     std::iota(active_.begin(), active_.end(), 0);
     st_.begin(c.sources(), active_, c.capacity);
-    for (Row& w : rows_) {
-      w.text = OutputText(&c.opt.stop_strings);
-      w.rng = Rng(c.opt.seed);
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      rows_[i].text = OutputText(&c.opt.stop_strings);
+      rows_[i].rng = Rng(c.opt.seeds.empty() ? c.opt.seed : c.opt.seeds[i]);
     }
     feed_.reserve(rows_.size());
   }

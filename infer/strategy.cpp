@@ -50,11 +50,16 @@ SearchContext::SearchContext(const InferenceModel& m, const std::vector<std::vec
   check_token_ids("suppressed token", o.suppress_ids, V);
   for (int32_t e : end_ids) is_end[size_t(e)] = 1;
   const TextCodec& codec = m.codec();
+  // Special tokens (<unk>, <sep>, ...) stay in `tokens` but never reach the text.
   for (int32_t v = 0; v < V; ++v) {
-    pieces.push_back(codec.token_text(v, false));
-    first_pieces.push_back(codec.token_text(v, true));
+    const bool special = vocab.is_special(v);
+    pieces.push_back(special ? std::string() : codec.token_text(v, false));
+    first_pieces.push_back(special ? std::string() : codec.token_text(v, true));
   }
   check_inputs(m, in);
+  if (!o.seeds.empty() && o.seeds.size() != in.size())
+    fail("generate", "option seeds has " + std::to_string(o.seeds.size()) + " entries for " +
+                         std::to_string(in.size()) + " inputs");
   const int64_t P = m.config().max_positions;
   for (const std::vector<int32_t>& input : in) {
     const auto n = static_cast<int64_t>(input.size());

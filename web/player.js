@@ -4,7 +4,7 @@
   "use strict";
 
   var $ = function (id) { return document.getElementById(id); };
-  var state = { trace: null, frames: [], at: 0, timer: null };
+  var state = { trace: null, frames: [], at: 0, timer: null, pick: { kind: "self", layer: 0, head: 0 } };
 
   // ---- loading ---------------------------------------------------------------------------
 
@@ -155,7 +155,19 @@
     selected: "selected · pending"
   };
 
+  // Encoder-decoder traces: the source sentence the decoder attends to, above the output.
+  function renderSource() {
+    var p = $("source");
+    var t = state.trace;
+    p.hidden = !t.decoder_prompt;
+    if (p.hidden) return;
+    p.textContent = "";
+    p.appendChild(el("b", "", "Source: "));
+    p.appendChild(document.createTextNode((t.input.text || "") + "  (" + toks(t.input.ids) + ")"));
+  }
+
   function renderTokens(f) {
+    renderSource();
     var box = $("tokens");
     box.textContent = "";
     var seq, status;
@@ -247,47 +259,88 @@
     return { q: enc ? src : seq, k: enc || a.kind === "cross" ? src : seq, causal: !enc && a.kind === "self" };
   }
 
+  // The picker's kind of a map: the encoder's self-attention, the decoder's self or cross.
+  function attnKind(a) {
+    return /^encoder\./.test(a.name) ? "encoder self" : a.kind === "cross" ? "cross" : "self";
+  }
+
+  // Fills a <select> with `values`, keeping `want` selected when it is one of them.
+  function fillSelect(sel, values, want) {
+    var keep = values.indexOf(want) >= 0 ? want : values[0];
+    sel.textContent = "";
+    values.forEach(function (v) {
+      var o = el("option", "", String(v));
+      o.value = String(v);
+      sel.appendChild(o);
+    });
+    sel.value = String(keep);
+    sel.disabled = values.length < 2;
+    return keep;
+  }
+
+  function unique(list) {
+    return list.filter(function (v, i) { return list.indexOf(v) === i; });
+  }
+
+  // The one map the picker (kind, layer, head) selects among this step's maps; the choice is
+  // kept across steps where it exists.
+  function pickAttention(maps) {
+    var pick = state.pick;
+    pick.kind = fillSelect($("attn-kind"), unique(maps.map(attnKind)), pick.kind);
+    var ofKind = maps.filter(function (a) { return attnKind(a) === pick.kind; });
+    pick.layer = fillSelect($("attn-layer"), unique(ofKind.map(function (a) { return a.layer; })), pick.layer);
+    var ofLayer = ofKind.filter(function (a) { return a.layer === pick.layer; });
+    pick.head = fillSelect($("attn-head"), unique(ofLayer.map(function (a) { return a.head; })), pick.head);
+    return ofLayer.filter(function (a) { return a.head === pick.head; })[0];
+  }
+
+  function heatmap(a, seq) {
+    var wrap = el("div", "heatmap-box");
+    wrap.appendChild(el("div", "heatmap-title", a.name + " · head " + a.head + " · " + a.kind +
+      "-attention (rows: queries fed this round, columns: keys)"));
+    var table = el("table", "heatmap");
+    table.setAttribute("aria-label", a.name + " head " + a.head + " attention weights");
+    var head = el("tr");
+    var ax = axes(a, seq);
+    head.appendChild(el("th", "", "q \\ k"));
+    a.cols.forEach(function (c) {
+      head.appendChild(el("th", "", tokenText(ax.k[c]) + " " + c));
+    });
+    table.appendChild(head);
+    a.rows.forEach(function (r, ri) {
+      var tr = el("tr");
+      tr.appendChild(el("th", "", tokenText(ax.q[r]) + " " + r));
+      a.cols.forEach(function (c, ci) {
+        var w = a.weights[ri][ci];
+        var masked = ax.causal && c > r;
+        var td = el("td", masked ? "masked" : "", masked ? "–" : fmt(w, 2));
+        td.title = "query " + tokenText(ax.q[r]) + " (pos " + r + ") → key " + tokenText(ax.k[c]) + " (pos " + c + "): " +
+          (masked ? "masked (future position), weight 0" : fmt(w, 4));
+        if (!masked) {
+          td.style.background = "rgba(74,127,181," + Math.max(0.04, w) + ")";
+          td.style.color = w > 0.55 ? "#fff" : "";
+        }
+        tr.appendChild(td);
+      });
+      table.appendChild(tr);
+    });
+    wrap.appendChild(table);
+    return wrap;
+  }
+
   function renderAttention(f) {
     var box = $("attention");
     box.textContent = "";
-    if (f.kind === "input" || !f.step.attention || f.step.attention.length === 0) {
+    var maps = f.kind === "input" || !f.step.attention ? [] : f.step.attention;
+    if (maps.length === 0) {
+      ["attn-kind", "attn-layer", "attn-head"].forEach(function (id) {
+        $(id).textContent = "";
+        $(id).disabled = true;
+      });
       box.appendChild(el("p", "placeholder", f.kind === "input" ? "No call yet." : "No attention recorded in this trace."));
       return;
     }
-    var seq = f.step.sequence;
-    f.step.attention.forEach(function (a) {
-      var wrap = el("div", "heatmap-box");
-      wrap.appendChild(el("div", "heatmap-title", a.name + " · head " + a.head + " · " + a.kind +
-        "-attention (rows: queries fed this round, columns: keys)"));
-      var table = el("table", "heatmap");
-      table.setAttribute("aria-label", a.name + " head " + a.head + " attention weights");
-      var head = el("tr");
-      var ax = axes(a, seq);
-      head.appendChild(el("th", "", "q \\ k"));
-      a.cols.forEach(function (c) {
-        head.appendChild(el("th", "", tokenText(ax.k[c]) + " " + c));
-      });
-      table.appendChild(head);
-      a.rows.forEach(function (r, ri) {
-        var tr = el("tr");
-        tr.appendChild(el("th", "", tokenText(ax.q[r]) + " " + r));
-        a.cols.forEach(function (c, ci) {
-          var w = a.weights[ri][ci];
-          var masked = ax.causal && c > r;
-          var td = el("td", masked ? "masked" : "", masked ? "–" : fmt(w, 2));
-          td.title = "query " + tokenText(ax.q[r]) + " (pos " + r + ") → key " + tokenText(ax.k[c]) + " (pos " + c + "): " +
-            (masked ? "masked (future position), weight 0" : fmt(w, 4));
-          if (!masked) {
-            td.style.background = "rgba(74,127,181," + Math.max(0.04, w) + ")";
-            td.style.color = w > 0.55 ? "#fff" : "";
-          }
-          tr.appendChild(td);
-        });
-        table.appendChild(tr);
-      });
-      wrap.appendChild(table);
-      box.appendChild(wrap);
-    });
+    box.appendChild(heatmap(pickAttention(maps), f.step.sequence));
   }
 
   function render() {
@@ -338,6 +391,15 @@
 
   function toggle() { if (state.timer) pause(); else play(); }
 
+  ["attn-kind", "attn-layer", "attn-head"].forEach(function (id) {
+    $(id).addEventListener("change", function () {
+      var v = $(id).value;
+      if (id === "attn-kind") state.pick.kind = v;
+      else if (id === "attn-layer") state.pick.layer = Number(v);
+      else state.pick.head = Number(v);
+      render();
+    });
+  });
   $("prev").addEventListener("click", function () { pause(); prev(); });
   $("next").addEventListener("click", function () { pause(); next(); });
   $("play").addEventListener("click", toggle);

@@ -7,10 +7,12 @@
 //   --gtest_filter=BadInputsDoc.*
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -870,6 +872,50 @@ const std::vector<Row>& rows() {
         "255", "--beam", "8", "--trace", "t.json"},
        kUsage,
        {"--trace", "attention weights", "limit"}},
+      {"generate_batch_size_zero",
+       "--batch-size 0",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--batch-size", "0"},
+       kUsage,
+       {"--batch-size"}},
+      {"generate_stream_batched",
+       "--stream with --batch-size above 1",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--stream", "--batch-size",
+        "4"},
+       kUsage,
+       {"--stream", "--batch-size 1"}},
+      {"generate_num_samples_without_sample",
+       "--num-samples 2 without --sample",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--num-samples", "2"},
+       kUsage,
+       {"--num-samples", "--sample"}},
+      {"generate_num_samples_zero",
+       "--num-samples 0",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--sample", "--num-samples",
+        "0"},
+       kUsage,
+       {"--num-samples"}},
+      {"generate_stream_num_samples",
+       "--stream with --num-samples 2",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--sample", "--num-samples",
+        "2", "--stream"},
+       kUsage,
+       {"--stream", "--num-samples"}},
+      {"generate_input_and_input_file",
+       "--input and --input-file together",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--input-file",
+        "data/train.tsv"},
+       kUsage,
+       {"--input", "--input-file"}},
+      {"generate_missing_input_file",
+       "--input-file that does not exist",
+       {"generate", "--model", "run/checkpoint.bin", "--input-file", "nope.txt"},
+       kData,
+       {"nope.txt"}},
+      {"generate_model_dir_without_model",
+       "--model names a directory with neither checkpoint.bin nor an export",
+       {"generate", "--model", "bad", "--input", "今天"},
+       kData,
+       {"bad", "checkpoint.bin", "config.json"}},
   };
   return r;
 }
@@ -1017,6 +1063,123 @@ TEST(Issue11, BlankStdinLineLeavesTheOthersDecoded) {
   EXPECT_TRUE(out[1].contains("error"));
   EXPECT_EQ(out[2]["input"], "天气");
   EXPECT_TRUE(out[2].contains("text"));
+}
+
+// generate --json: one line per input, parsed; stderr must stay quiet.
+std::vector<nlohmann::json> generate_json(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"generate", "--model", "run/checkpoint.bin", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliResult r = run_cli(args, Workspace::get().dir());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "--json keeps stderr quiet";
+  std::vector<nlohmann::json> out;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// Batches keep input order and give each line what it gives alone; --output writes the same.
+TEST(GenerateCli, BatchesKeepInputOrderAndMatchOneAtATime) {
+  const std::string dir = Workspace::get().dir();
+  const std::vector<std::string> lines = {"今天", "天气很好", "好", "今天天气", "天", "气很"};
+  std::string text;
+  for (const auto& l : lines) text += l + "\n";
+  write_file(dir + "/batch_inputs.txt", text);
+  const auto one = generate_json({"--input-file", "batch_inputs.txt", "--batch-size", "1"});
+  const auto four = generate_json({"--input-file", "batch_inputs.txt", "--batch-size", "4"});
+  ASSERT_EQ(one.size(), lines.size());
+  ASSERT_EQ(four.size(), lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(four[i]["input"], lines[i]);
+    EXPECT_EQ(four[i]["tokens"], one[i]["tokens"]) << lines[i];
+    EXPECT_NEAR(four[i]["score"].get<double>(), one[i]["score"].get<double>(), 1e-5);
+  }
+  const CliResult r = run_cli({"generate", "--model", "run/checkpoint.bin", "--input-file",
+                               "batch_inputs.txt", "--batch-size", "3", "--output", "batch.out"},
+                              dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  std::string want;
+  for (const auto& j : one) want += j["text"].get<std::string>() + "\n";
+  EXPECT_EQ(read_file(dir + "/batch.out"), want);
+}
+
+TEST(GenerateCli, NumSamplesUnkCountAndModelDirectories) {
+  const auto s =
+      generate_json({"--input", "今天", "--sample", "--seed", "5", "--num-samples", "3"});
+  ASSERT_EQ(s.size(), 1u);
+  ASSERT_EQ(s[0]["samples"].size(), 3u);
+  EXPECT_EQ(s[0]["samples"][0]["tokens"], s[0]["tokens"]);
+  const auto seed6 = generate_json({"--input", "今天", "--sample", "--seed", "6"});
+  EXPECT_EQ(s[0]["samples"][1]["tokens"], seed6.at(0)["tokens"]) << "draw 1 uses --seed + 1";
+  // An input made only of characters the copy-task vocabulary lacks.
+  const auto u = generate_json({"--input", "Zq"});
+  EXPECT_EQ(u.at(0)["unk"], 2);
+  const CliResult warn = run_cli({"generate", "--model", "run/checkpoint.bin", "--input", "Zq"},
+                                 Workspace::get().dir());
+  EXPECT_NE(warn.err.find("warning: --input: 2 character(s) not in the vocabulary"),
+            std::string::npos)
+      << warn.err;
+  // A run directory and an export give the checkpoint's tokens.
+  const CliResult ex = run_cli({"export", "--model", "run/checkpoint.bin", "--out", "exported"},
+                               Workspace::get().dir());
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  const auto want = generate_json({"--input", "今天天气", "--beam", "2"});
+  for (const std::string m : {"run", "exported"}) {
+    std::vector<std::string> args = {"generate", "--model", m,   "--input",
+                                     "今天天气", "--beam",  "2", "--json"};
+    const CliResult r = run_cli(args, Workspace::get().dir());
+    ASSERT_EQ(r.exit_code, 0) << m << ": " << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["tokens"], want.at(0)["tokens"]) << m;
+  }
+}
+
+// Reads from fd until a newline, EOF, or 60 s without a byte (a hang is the failure).
+std::string read_line_from(int fd) {
+  std::string line;
+  char c = 0;
+  pollfd p{fd, POLLIN, 0};
+  while (::poll(&p, 1, 60'000) == 1 && ::read(fd, &c, 1) == 1) {
+    line += c;
+    if (c == '\n') break;
+  }
+  return line;
+}
+
+// --batch-size 1 on stdin answers the first line while stdin is still open: the second line is
+// only written after the first answer arrived (a read-to-the-end implementation would hang).
+TEST(GenerateCli, StdinLinesAreAnsweredAsTheyArrive) {
+  std::signal(SIGPIPE, SIG_IGN);  // a child that died early fails the test, not the process
+  int in[2], out[2];
+  ASSERT_EQ(::pipe(in), 0);
+  ASSERT_EQ(::pipe(out), 0);
+  std::vector<std::string> argv_s = {cli_path(), "generate", "--model", "run/checkpoint.bin",
+                                     "--json"};
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  for (int fd : {in[0], in[1], out[0], out[1]}) posix_spawn_file_actions_addclose(&fa, fd);
+  posix_spawn_file_actions_addchdir_np(&fa, Workspace::get().dir().c_str());
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  ASSERT_EQ(::write(in[1], "今天\n", 7), 7);
+  const std::string first = read_line_from(out[0]);
+  ASSERT_FALSE(first.empty()) << "no answer to the first line while stdin is open";
+  EXPECT_EQ(nlohmann::json::parse(first)["input"], "今天");
+  ASSERT_EQ(::write(in[1], "天气\n", 7), 7);
+  ::close(in[1]);
+  const std::string second = read_line_from(out[0]);
+  ::close(out[0]);
+  EXPECT_EQ(wait_child(pid), 0);
+  EXPECT_EQ(nlohmann::json::parse(second)["input"], "天气");
 }
 
 // ---- docs/bad_inputs.md --------------------------------------------------------------------

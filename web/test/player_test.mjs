@@ -194,6 +194,53 @@ async function main() {
   v = await shown();
   check(v.counter === "10 / 10" && /Play/.test(v.play), `playback stopped at the last step (${v.counter}, ${v.play})`);
 
+  // The decoder-only F15 trace shows no source line; one map per step, picker without choices.
+  let src = await js(`return document.getElementById("source").hidden;`);
+  check(src === true, "decoder-only trace: no source line");
+  check((await js(`return document.querySelectorAll(".heatmap-box").length;`)) === 1,
+        "one heatmap at a time");
+
+  // An encoder-decoder variant with two heads and a cross-attention map per step: the picker
+  // offers them, shows one map, and keeps the choice from step to step.
+  await js(`
+    const t = JSON.parse(JSON.stringify(window.seqtapePlayer.state.trace));
+    t.decoder_prompt = [t.input.ids[0]];
+    t.steps.forEach((s) => {
+      const extra = [];
+      (s.attention || []).forEach((a) => {
+        extra.push(Object.assign({}, a, { head: 1 }));
+        extra.push({ name: a.name.replace("self_attn", "cross_attn"), layer: a.layer, kind: "cross",
+                     head: 0, rows: a.rows, cols: t.input.ids.map((_, i) => i),
+                     weights: a.rows.map(() => t.input.ids.map(() => 1 / t.input.ids.length)) });
+      });
+      s.attention = (s.attention || []).concat(extra);
+    });
+    window.seqtapePlayer.load(t, "encdec.json");
+    window.seqtapePlayer.go(1);`);
+  const picker = () => js(`return {
+      kinds: Array.from(document.querySelectorAll("#attn-kind option")).map(o => o.value),
+      heads: Array.from(document.querySelectorAll("#attn-head option")).map(o => o.value),
+      maps: document.querySelectorAll(".heatmap-box").length,
+      title: (document.querySelector(".heatmap-title") || {}).textContent || "",
+      source: document.getElementById("source").hidden ? null : document.getElementById("source").textContent };`);
+  const choose = (id, value) => js(`const s = document.getElementById("${id}"); s.value = "${value}";
+      s.dispatchEvent(new Event("change"));`);
+  let p = await picker();
+  check(JSON.stringify(p.kinds) === JSON.stringify(["self", "cross"]), `kinds offered: ${p.kinds}`);
+  check(JSON.stringify(p.heads) === JSON.stringify(["0", "1"]), `heads offered: ${p.heads}`);
+  check(p.maps === 1 && /self_attn · head 0/.test(p.title), `one map, the first: "${p.title}"`);
+  check(p.source !== null && /Source:/.test(p.source) && p.source.includes("我爱"),
+        `encoder-decoder trace: the source in the Sequence panel ("${p.source}")`);
+  await choose("attn-head", "1");
+  p = await picker();
+  check(p.maps === 1 && /head 1/.test(p.title), `head picker shows head 1: "${p.title}"`);
+  await choose("attn-kind", "cross");
+  p = await picker();
+  check(/cross_attn/.test(p.title), `kind picker shows cross-attention: "${p.title}"`);
+  await js(`window.seqtapePlayer.go(4);`);
+  p = await picker();
+  check(/cross_attn/.test(p.title), `the choice is kept on a later step: "${p.title}"`);
+
   // A bad trace is refused with a message, not a blank page.
   await js(`window.seqtapePlayer.load({format: "other"}, "bad.json");`);
   const err = await js(`return document.getElementById("load-error").textContent;`);

@@ -1,0 +1,217 @@
+// Batched decoding across inputs on the layout the CLI loads (WeightLayout::Decode: one row
+// goes through gemv, several through one gemm), on inputs of different lengths: every row gives
+// the tokens it gives alone, for greedy, beam and sampling. Also: several samples per input,
+// per-input seeds, special tokens kept out of the text, and load_model() on a checkpoint, its
+// run directory and its export.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "infer/load.h"
+#include "infer/model.h"
+#include "infer/search.h"
+#include "tests/infer/fixtures.h"
+#include "tests/test_util.h"
+#include "train/checkpoint.h"
+#include "train/export.h"
+#include "train/trainer.h"
+
+namespace seqtape {
+namespace {
+
+// The test vocabulary and 40 more characters, so that V is not tiny.
+Vocab wide_vocab() {
+  std::vector<std::string> t = test_util::test_vocab().tokens();
+  for (char c = 'c'; c <= 'z'; ++c) t.push_back(std::string(1, c));
+  for (char c = 'A'; c <= 'N'; ++c) t.push_back(std::string(1, c));
+  return Vocab::from_tokens(t);
+}
+
+// C 48, 4 heads, F 96, 2 + 2 layers: wide enough that gemm and gemv block differently.
+ModelConfig wide_config(Arch arch, const Vocab& v, uint64_t seed) {
+  ModelConfig c = test_util::tiny_config(arch, v.size(), NormPlacement::Pre, seed, 48);
+  c.d_model = 48;
+  c.n_heads = 4;
+  c.d_ff = 96;
+  return c;
+}
+
+struct Wide {
+  std::unique_ptr<TransformerModel> net;
+  std::unique_ptr<InferenceModel> m;
+};
+
+Wide make_wide(Arch arch, uint64_t seed) {
+  const Vocab v = wide_vocab();
+  Wide w;
+  w.net = make_model(wide_config(arch, v, seed));
+  w.m = std::make_unique<InferenceModel>(w.net->config(), v, test_util::weights_of(*w.net),
+                                         "live model", WeightLayout::Decode);
+  return w;
+}
+
+// Inputs of 1 to 11 tokens (the end token, <eos> or <sep>, included).
+std::vector<std::vector<int32_t>> varied_inputs(Arch arch) {
+  const int32_t end = arch == Arch::Seq2Seq ? 2 : 4;
+  std::vector<std::vector<int32_t>> in = {{end},
+                                          {5, 6, 20, 31, 7, 8, 9, 12, 40, 50, end},
+                                          {13, end},
+                                          {10, 11, 30, 22, end},
+                                          {45, 46, 47, 48, 49, 5, 6, end}};
+  return in;
+}
+
+void expect_each_alone(const InferenceModel& m, const std::vector<std::vector<int32_t>>& in,
+                       const GenerateOptions& o, const std::string& what) {
+  const std::vector<GenerateResult> batch = generate(m, in, o);
+  size_t generated = 0;
+  for (const GenerateResult& r : batch) generated += r.tokens.size();
+  EXPECT_GE(generated, 3 * in.size()) << what << ": too few steps to exercise the batch";
+  for (size_t i = 0; i < in.size(); ++i) {
+    const GenerateResult alone = generate(m, {in[i]}, o).at(0);
+    EXPECT_EQ(batch[i].tokens, alone.tokens) << what << ", input " << i;
+    EXPECT_NEAR(batch[i].score, alone.score, 1e-5) << what << ", input " << i;
+    EXPECT_EQ(batch[i].stop_reason, alone.stop_reason) << what << ", input " << i;
+    EXPECT_EQ(batch[i].cache_lengths, alone.cache_lengths) << what << ", input " << i;
+    ASSERT_EQ(batch[i].n_best.size(), alone.n_best.size());
+    for (size_t k = 0; k < alone.n_best.size(); ++k) {
+      EXPECT_EQ(batch[i].n_best[k].tokens, alone.n_best[k].tokens) << what << ", input " << i;
+      EXPECT_NEAR(batch[i].n_best[k].score, alone.n_best[k].score, 1e-5);
+    }
+  }
+}
+
+TEST(InferBatch, EveryRowGivesWhatItGivesAloneOnTheDecodeLayout) {
+  for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly}) {
+    for (uint64_t seed : {3u, 4u}) {
+      Wide w = make_wide(arch, seed);
+      const auto in = varied_inputs(arch);
+      GenerateOptions greedy;
+      greedy.max_new = 16;
+      GenerateOptions beam = greedy;
+      beam.beam = 4;
+      beam.n_best = 2;
+      GenerateOptions sample = greedy;
+      sample.sample = true;
+      sample.temperature = 1.2;
+      sample.top_k = 20;
+      sample.seed = 7;
+      const std::string tag = std::string(arch == Arch::Seq2Seq ? "seq2seq" : "decoder-only") +
+                              " seed " + std::to_string(seed);
+      expect_each_alone(*w.m, in, greedy, tag + " greedy");
+      expect_each_alone(*w.m, in, beam, tag + " beam");
+      expect_each_alone(*w.m, in, sample, tag + " sampling");
+    }
+  }
+}
+
+// Rows that end early leave the batch; the rest continue and still match.
+TEST(InferBatch, RowsThatEndEarlyLeaveAndTheOthersStillMatch) {
+  Wide w = make_wide(Arch::Seq2Seq, 5);
+  const auto in = varied_inputs(Arch::Seq2Seq);
+  GenerateOptions o;
+  o.max_new = 12;
+  const auto free_run = generate(*w.m, in, o);
+  // End at the second token input 0 chooses: it stops there, others may stop anywhere.
+  ASSERT_GE(free_run[0].tokens.size(), 2u);
+  o.end_ids = {2, free_run[0].tokens[1]};
+  const auto ended = generate(*w.m, in, o);
+  EXPECT_EQ(ended[0].tokens.size(), 1u);
+  EXPECT_EQ(ended[0].stop_reason, StopReason::Eos);
+  expect_each_alone(*w.m, in, o, "early end");
+}
+
+TEST(InferBatch, NumSamplesDrawsEachWithItsOwnSeed) {
+  Wide w = make_wide(Arch::DecoderOnly, 6);
+  const auto in = varied_inputs(Arch::DecoderOnly);
+  GenerateOptions o;
+  o.max_new = 10;
+  o.sample = true;
+  o.seed = 100;
+  o.num_samples = 3;
+  const auto many = generate(*w.m, in, o);
+  ASSERT_EQ(many.size(), in.size());
+  bool some_differ = false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(many[i].n_best.size(), 3u);
+    EXPECT_EQ(many[i].tokens, many[i].n_best[0].tokens);
+    for (uint64_t k = 0; k < 3; ++k) {
+      GenerateOptions one = o;
+      one.num_samples = 1;
+      one.seed = 100 + k;
+      const GenerateResult alone = generate(*w.m, {in[i]}, one).at(0);
+      EXPECT_EQ(many[i].n_best[k].tokens, alone.tokens) << "input " << i << " draw " << k;
+      EXPECT_NEAR(many[i].n_best[k].score, alone.score, 1e-5);
+    }
+    some_differ = some_differ || many[i].n_best[0].tokens != many[i].n_best[1].tokens;
+  }
+  EXPECT_TRUE(some_differ) << "three draws at temperature 1 were identical for every input";
+}
+
+TEST(InferBatch, PerInputSeedsMatchSingleRunsAndAreChecked) {
+  Wide w = make_wide(Arch::Seq2Seq, 7);
+  const auto in = varied_inputs(Arch::Seq2Seq);
+  GenerateOptions o;
+  o.max_new = 10;
+  o.sample = true;
+  for (size_t i = 0; i < in.size(); ++i) o.seeds.push_back(1000 + 17 * i);
+  const auto batch = generate(*w.m, in, o);
+  for (size_t i = 0; i < in.size(); ++i) {
+    GenerateOptions one = o;
+    one.seeds.clear();
+    one.seed = 1000 + 17 * i;
+    EXPECT_EQ(batch[i].tokens, generate(*w.m, {in[i]}, one).at(0).tokens) << "input " << i;
+  }
+  o.seeds.pop_back();
+  EXPECT_THROW(generate(*w.m, in, o), Error);
+  GenerateOptions bad;
+  bad.num_samples = 2;  // without sample
+  EXPECT_THROW(generate(*w.m, in, bad), Error);
+}
+
+// <unk> and <sep> are generated (their output bias is made huge) and stay out of the text.
+TEST(InferBatch, SpecialTokensAreInTokensButNotInText) {
+  Wide w = make_wide(Arch::Seq2Seq, 8);
+  const Vocab& v = w.m->vocab();
+  Tensor bias = w.m->out_bias();
+  GenerateOptions o;
+  o.max_new = 6;
+  const auto before = generate(*w.m, {{5, 2}}, o).at(0);
+  ASSERT_FALSE(before.text.empty());
+  bias.set(*v.unk_id(), 50.0);  // shared storage: the model now prefers <unk>
+  const auto after = generate(*w.m, {{5, 2}}, o).at(0);
+  ASSERT_EQ(after.tokens.size(), 6u);
+  EXPECT_EQ(after.tokens[0], *v.unk_id());
+  EXPECT_EQ(after.text, "");
+}
+
+TEST(InferLoad, CheckpointRunDirectoryAndExportGiveTheSameTokens) {
+  test_util::TempDir dir("load");
+  const Vocab v = wide_vocab();
+  auto net = make_model(wide_config(Arch::Seq2Seq, v, 9));
+  Checkpoint c;
+  c.config_json = net->config().to_json().dump();
+  c.vocab = v.tokens();
+  c.params = test_util::weights_of(*net);
+  std::filesystem::create_directories(dir.path() / "run");
+  const std::string ck = dir.file("run/checkpoint.bin");
+  save_checkpoint(ck, c);
+  export_checkpoint(ck, dir.file("exported"));
+  GenerateOptions o;
+  o.max_new = 12;
+  const auto in = varied_inputs(Arch::Seq2Seq);
+  const auto want = generate(load_model(ck), in, o);
+  for (const std::string& path : {dir.file("run"), dir.file("exported")}) {
+    const auto got = generate(load_model(path), in, o);
+    for (size_t i = 0; i < in.size(); ++i) {
+      EXPECT_EQ(got[i].tokens, want[i].tokens) << path << " input " << i;
+      EXPECT_NEAR(got[i].score, want[i].score, 1e-5) << path;
+    }
+  }
+  std::filesystem::create_directories(dir.path() / "empty");
+  EXPECT_THROW(load_model(dir.file("empty")), Error);
+}
+
+}  // namespace
+}  // namespace seqtape
