@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "infer/model.h"
+#include "infer/result_json.h"
 #include "infer/search.h"
 #include "infer/trace.h"
 
@@ -72,14 +73,6 @@ const char* stop_note(StopReason r) {
       return "cancelled (partial output)";
   }
   return "?";
-}
-
-nlohmann::json hypothesis_json(const Hypothesis& h) {
-  return {{"tokens", h.tokens},
-          {"text", h.text},
-          {"score", h.score},
-          {"normalized_score", h.normalized_score},
-          {"stop_reason", to_string(h.stop_reason)}};
 }
 
 void add_flags(CLI::App* sub, GenerateArgs& a) {
@@ -185,20 +178,7 @@ void print_result(const GenerateArgs& a, const GenerateOptions& o, const std::st
   const auto steps = static_cast<double>(r.cache_lengths.size());
   const double tps = secs > 0 ? steps / secs : 0.0;
   if (a.json) {
-    nlohmann::json j = {{"input", text},
-                        {"tokens", r.tokens},
-                        {"text", r.text},
-                        {"score", r.score},
-                        {"stop_reason", to_string(r.stop_reason)},
-                        {"cache_lengths", r.cache_lengths},
-                        {"seconds", secs},
-                        {"tokens_per_second", tps},
-                        {"cached", o.use_cache}};
-    if (o.n_best > 1) {
-      j["n_best"] = nlohmann::json::array();
-      for (const Hypothesis& h : r.n_best) j["n_best"].push_back(hypothesis_json(h));
-    }
-    if (o.verify_cache) j["max_abs_delta"] = r.max_abs_delta;
+    const nlohmann::json j = result_json(text, r, o, secs);
     std::cout << j.dump() << "\n" << std::flush;
   } else {
     if (!a.stream) std::cout << r.text;
