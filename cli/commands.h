@@ -25,5 +25,6 @@ void register_export(CLI::App& app, Runner& run);
 void register_generate(CLI::App& app, Runner& run);
 void register_walkthrough(CLI::App& app, Runner& run);
 void register_vocab(CLI::App& app, Runner& run);
+void register_serve(CLI::App& app, Runner& run);
 
 }  // namespace seqtape::cli
