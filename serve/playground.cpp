@@ -50,6 +50,9 @@ let controller = null;
 fetch("/v1/model").then((r) => r.json()).then((m) => {
   $("model").textContent = `${m.model || "model"}: ${m.config.arch}, ${m.parameters} parameters, ` +
     `vocabulary ${m.vocab_size}, max_new ≤ ${m.limits.max_new}, beam ≤ ${m.limits.beam}`;
+  $("max_new").max = m.limits.max_new;
+  $("max_new").value = Math.min(Number($("max_new").value), m.limits.max_new);
+  $("beam").max = m.limits.beam;
 }).catch(() => { $("model").textContent = "cannot reach /v1/model"; });
 
 function body() {

@@ -143,13 +143,13 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
 
   // GenerateOptions' own check, in the request's field names; then what only a request (like
   // the command line) can get wrong; then the server's limits.
-  std::string first;
-  const auto namer = [&first](std::string_view option) {
-    std::string f = field_of(option);
-    if (first.empty()) first = f;
-    return f;
-  };
-  if (std::optional<std::string> p = o.problem(namer)) throw RequestError(first, *p);
+  // Each message of problem() starts with the name of the option it is about.
+  if (std::optional<std::string> p = o.problem(field_of)) {
+    std::string field;
+    for (const std::string& f : request_fields())
+      if (p->rfind(f, 0) == 0 && f.size() > field.size()) field = f;
+    throw RequestError(field, *p);
+  }
   if (!o.sample)
     for (const char* f : {"temperature", "top_k", "top_p", "seed"})
       if (j.contains(f)) throw RequestError(f, std::string(f) + " needs sample");
@@ -158,6 +158,7 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
                        "verify_cache already compares with the uncached recompute; drop no_cache");
   if (o.max_new > limits.max_new)
     throw RequestError("max_new", "max_new " + std::to_string(o.max_new) +
+                                      (j.contains("max_new") ? "" : " (the default)") +
                                       " is more than the server's limit of " +
                                       std::to_string(limits.max_new));
   if (o.beam > limits.max_beam)

@@ -98,6 +98,7 @@ struct Server::Impl {
   httplib::Server http;
   std::atomic<bool> stopping{false};
   std::atomic<int64_t> active{0};  // /v1/generate requests not yet answered in full
+  int listen_fd = -1;
 
   // Counts a request as active while alive.
   struct Active {
@@ -117,6 +118,13 @@ struct Server::Impl {
     http.set_write_timeout(opt.write_timeout_ms / 1000, (opt.write_timeout_ms % 1000) * 1000);
     http.set_keep_alive_timeout(std::max(1, opt.read_timeout_ms / 1000));
     http.set_payload_max_length(opt.limits.max_body_bytes);
+    // Keep the listening socket: bind() deepens its accept backlog (httplib listens with 5,
+    // which drops bursts of connections).
+    http.set_socket_options([this](int sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_fd = sock;
+    });
     http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own error
       if (res.status == 413)
@@ -270,6 +278,8 @@ int Server::bind() {
     fail("serve", "cannot bind " + o.host + ":" + std::to_string(o.port) +
                       " (in use, or not an address of this machine)");
   }
+  // Linux takes a second listen() on a listening socket as a new backlog.
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, 1024);
   return o.port;
 }
 
