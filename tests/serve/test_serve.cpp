@@ -469,6 +469,43 @@ TEST(Serve, AnswersEqualTheGenerateCommand) {
   }
 }
 
+// The scheduler alone: FIFO, bounded, and a shutdown past its deadline cancels the running job
+// and the queued ones (each still gets a result and is finished); later submissions are refused.
+TEST(Serve, SerialSchedulerDrainsThenCancels) {
+  std::atomic<int> steps{0};
+  serve::SerialScheduler sched(f15(), 3, [&] {
+    ++steps;
+    std::this_thread::sleep_for(20ms);
+  });
+  const Tokenizer tok(f15().vocab());
+  std::vector<std::shared_ptr<serve::Job>> jobs;
+  for (int i = 0; i < 4; ++i) {
+    auto job = std::make_shared<serve::Job>();
+    job->texts = {"我爱"};
+    job->inputs = {encode_input(f15(), tok, "我爱")};
+    job->options.min_new = job->options.max_new = 12;
+    const bool taken = sched.submit(job);
+    EXPECT_EQ(taken, i < 3) << i;  // capacity 3
+    if (taken) jobs.push_back(job);
+  }
+  while (sched.stats().running == 0) std::this_thread::sleep_for(2ms);
+  sched.shutdown(std::chrono::steady_clock::now() + 50ms);
+  for (const auto& job : jobs) {
+    EXPECT_TRUE(job->done());
+    ASSERT_EQ(job->results.size(), 1u);
+    EXPECT_EQ(job->results[0].stop_reason, StopReason::Cancelled);
+  }
+  EXPECT_LT(jobs[0]->results[0].tokens.size(), 12u);
+  EXPECT_TRUE(jobs[2]->results[0].tokens.empty());  // never started
+  EXPECT_LT(steps.load(), 12);
+  auto late = std::make_shared<serve::Job>();
+  EXPECT_FALSE(sched.submit(late));
+  const serve::SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.cancelled, 3);
+  EXPECT_EQ(st.completed, 0);
+  EXPECT_EQ(st.rejected, 2);
+}
+
 // The binary: --port 0 prints the port; SIGTERM lets the in-flight request finish (drain 5 s),
 // answers it and exits 0.
 TEST(Serve, CommandPrintsItsPortAndStopsOnSigterm) {
