@@ -99,14 +99,21 @@ async function main() {
   for (let i = 0; i < 50 && /loading/.test(v.model); i++) { await sleep(100); v = await shown(); }
   check(/219 parameters/.test(v.model) && /vocabulary 7/.test(v.model), `model line: "${v.model}"`);
 
-  await js(`document.getElementById("source").value = "我爱"; document.getElementById("go").click();`);
-  const seen = [];
-  for (let i = 0; i < 100; i++) {
+  // Every state the output passes through, recorded in the page (polling could miss one on a
+  // loaded machine).
+  await js(`const o = document.getElementById("output");
+    window.seen = [];
+    new MutationObserver(() => {
+      const s = o.textContent + "|" + (o.dataset.done || "");
+      if (window.seen[window.seen.length - 1] !== s) window.seen.push(s);
+    }).observe(o, { childList: true, characterData: true, subtree: true, attributes: true });
+    document.getElementById("source").value = "我爱"; document.getElementById("go").click();`);
+  for (let i = 0; i < 400; i++) {
     v = await shown();
-    if (seen[seen.length - 1] !== v.out + "|" + v.done) seen.push(v.out + "|" + v.done);
     if (v.done) break;
     await sleep(50);
   }
+  const seen = await js(`return window.seen;`);
   check(seen.includes("学习|"), `the output streams in: 学习 shown before the answer is done (${seen.join(" → ")})`);
   check(v.out === "学习！" && v.done === "1", `final output 学习！ (got "${v.out}")`);
   check(/stop: eos/.test(v.status) && /cache lengths 2, 3, 4/.test(v.status), `status: "${v.status}"`);
