@@ -16,6 +16,7 @@
 #include "cli/input_guards.h"
 #include "infer/load.h"
 #include "infer/model.h"
+#include "infer/result_json.h"
 #include "infer/search.h"
 #include "infer/trace.h"
 
@@ -84,14 +85,6 @@ const char* stop_note(StopReason r) {
       return "cancelled (partial output)";
   }
   return "?";
-}
-
-nlohmann::json hypothesis_json(const Hypothesis& h) {
-  return {{"tokens", h.tokens},
-          {"text", h.text},
-          {"score", h.score},
-          {"normalized_score", h.normalized_score},
-          {"stop_reason", to_string(h.stop_reason)}};
 }
 
 void add_flags(CLI::App* sub, GenerateArgs& a) {
@@ -226,35 +219,12 @@ GenerateResult run_traced(const InferenceModel& model, const std::vector<int32_t
   return std::move(tr.result);
 }
 
-// One decoded input as generate --json prints it. seconds: the wall time of its batch.
-nlohmann::json result_json(const GenerateOptions& o, const InputLine& in, int64_t unk,
-                           const GenerateResult& r, double secs) {
-  const auto steps = static_cast<double>(r.cache_lengths.size());
-  nlohmann::json j = {{"input", in.text},
-                      {"tokens", r.tokens},
-                      {"text", r.text},
-                      {"score", r.score},
-                      {"stop_reason", to_string(r.stop_reason)},
-                      {"cache_lengths", r.cache_lengths},
-                      {"unk", unk},
-                      {"seconds", secs},
-                      {"tokens_per_second", secs > 0 ? steps / secs : 0.0},
-                      {"cached", o.use_cache}};
-  if (o.n_best > 1 || o.num_samples > 1) {
-    nlohmann::json& list = j[o.num_samples > 1 ? "samples" : "n_best"];
-    list = nlohmann::json::array();
-    for (const Hypothesis& h : r.n_best) list.push_back(hypothesis_json(h));
-  }
-  if (o.verify_cache) j["max_abs_delta"] = r.max_abs_delta;
-  return j;
-}
-
 // The result on `out` (text and n-best or samples, or one JSON object) and, without --json, the
 // summary on stderr.
 void print_result(const GenerateArgs& a, const GenerateOptions& o, const InputLine& in, int64_t unk,
                   const GenerateResult& r, double secs, std::ostream& out) {
   if (a.json) {
-    out << result_json(o, in, unk, r, secs).dump() << "\n" << std::flush;
+    out << result_json(in.text, unk, r, o, secs).dump() << "\n" << std::flush;
     return;
   }
   if (!a.stream) out << r.text;
@@ -306,12 +276,11 @@ void print_line_error(Run& run, const InputLine& in, const std::string& what) {
 
 // <unk> ids in an encoded input (the text cannot contain the token itself); warns without --json.
 int64_t count_unk(const Run& run, const InputLine& in, const std::vector<int32_t>& ids) {
-  const std::optional<int32_t> unk = run.model.vocab().unk_id();
-  const auto n = unk ? std::count(ids.begin(), ids.end(), *unk) : 0;
+  const int64_t n = unk_count(run.model.vocab(), ids);
   if (n > 0 && !run.a.json)
-    std::fprintf(stderr, "warning: %s: %td character(s) not in the vocabulary became <unk>\n",
-                 in.context.c_str(), n);
-  return static_cast<int64_t>(n);
+    std::fprintf(stderr, "warning: %s: %lld character(s) not in the vocabulary became <unk>\n",
+                 in.context.c_str(), static_cast<long long>(n));
+  return n;
 }
 
 // Encodes and decodes one batch of inputs together, then prints each in input order.

@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev # JSON config, export and traces
   libxxhash-dev     # checkpoint checksums
   libsentencepiece-dev # subword vocabularies (seqtape vocab)
+  libcpp-httplib-dev # seqtape serve (HTTP server)
   trans-de-en       # the German-English dictionary behind datasets/de-en
   chromium chromium-driver  # the browser test of web/player.html (headless, Debian's build)
   nodejs            # drives the browser test (web/test/player_test.mjs; built-in fetch, no npm)

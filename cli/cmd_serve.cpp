@@ -1,0 +1,112 @@
+// `seqtape serve`: an HTTP server over a checkpoint (serve/server.h): POST /v1/generate (JSON or
+// Server-Sent Events), GET /healthz, GET /v1/model and a playground page at /.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "cli/commands.h"
+#include "infer/model.h"
+#include "serve/server.h"
+
+namespace seqtape::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) {
+  g_stop = true;
+}
+
+struct ServeArgs {
+  std::string model;
+  serve::ServerOptions o;
+  int64_t drain_ms = 10000;
+};
+
+int run_serve(ServeArgs& a) {
+  serve::ServerOptions o = a.o;
+  if (o.port < 0 || o.port > 65535)
+    throw UsageError("--port must be in [0, 65535], got " + std::to_string(o.port));
+  if (o.queue < 1) throw UsageError("--queue must be at least 1");
+  if (o.http_threads < 2) throw UsageError("--threads must be at least 2");
+  if (o.limits.max_new < 1) throw UsageError("--max-new-limit must be at least 1");
+  if (o.limits.max_beam < 1) throw UsageError("--beam-limit must be at least 1");
+  if (o.read_timeout_ms < 1 || o.write_timeout_ms < 1)
+    throw UsageError("--read-timeout-ms and --write-timeout-ms must be at least 1");
+  if (a.drain_ms < 0) throw UsageError("--drain-ms must be >= 0");
+  const InferenceModel model = InferenceModel::load(a.model);
+  o.model_name = a.model;
+  serve::Server server(model, o);
+  const int port = server.bind();
+  std::printf("serving %s on http://%s:%d/ (Ctrl-C or SIGTERM stops)\n", a.model.c_str(),
+              o.host.c_str(), port);
+  std::printf("port %d\n", port);
+  std::fflush(stdout);
+  g_stop = false;
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  std::thread watcher([&] {
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::fprintf(stderr, "serve: stopping (in-flight requests get %lld ms to finish)\n",
+                 static_cast<long long>(a.drain_ms));
+    server.stop(std::chrono::milliseconds(a.drain_ms));
+  });
+  server.run();
+  g_stop = true;  // run() also returns when the listener fails
+  watcher.join();
+  const serve::SchedulerStats s = server.stats();
+  std::fprintf(stderr, "serve: stopped (%lld completed, %lld cancelled, %lld rejected)\n",
+               static_cast<long long>(s.completed), static_cast<long long>(s.cancelled),
+               static_cast<long long>(s.rejected));
+  std::signal(SIGTERM, SIG_DFL);
+  std::signal(SIGINT, SIG_DFL);
+  return kOk;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "serve", "Serve a checkpoint over HTTP: POST /v1/generate (JSON or streamed), a playground");
+  sub->footer(
+      "Endpoints: POST /v1/generate, GET /healthz, GET /v1/model, GET / (playground page).\n"
+      "The body takes \"input\" (or \"inputs\", a list) and generate's options with "
+      "underscores\n(beam, n_best, sample, temperature, top_k, top_p, seed, max_new, min_new, "
+      "stop, end, suppress, ...);\nthe answer is what `seqtape generate --json` prints.\n\n"
+      "Example:\n"
+      "  seqtape serve --model datasets/f15/checkpoint.bin --port 8080 &\n"
+      "  curl -s localhost:8080/v1/generate -d '{\"input\": \"我爱\", \"max_new\": 8}'\n"
+      "  curl -sN localhost:8080/v1/generate -d '{\"input\": \"我爱\", \"stream\": true}'");
+  serve::ServerOptions& o = a->o;
+  sub->add_option("--model", a->model, "checkpoint.bin written by seqtape train")->required();
+  sub->add_option("--host", o.host, "address to listen on")->capture_default_str();
+  sub->add_option("--port", o.port, "port (0 = a free one, printed)")->capture_default_str();
+  sub->add_option("--queue", o.queue, "requests queued or running at most; more get 503")
+      ->capture_default_str();
+  sub->add_option("--threads", o.http_threads, "connections served at once")->capture_default_str();
+  sub->add_option("--max-body", o.limits.max_body_bytes, "largest request body, bytes")
+      ->capture_default_str();
+  sub->add_option("--max-input", o.limits.max_input_bytes, "largest input, UTF-8 bytes")
+      ->capture_default_str();
+  sub->add_option("--max-inputs", o.limits.max_inputs, "most entries of \"inputs\"")
+      ->capture_default_str();
+  sub->add_option("--max-new-limit", o.limits.max_new, "largest max_new a request may ask")
+      ->capture_default_str();
+  sub->add_option("--beam-limit", o.limits.max_beam, "largest beam a request may ask")
+      ->capture_default_str();
+  sub->add_option("--read-timeout-ms", o.read_timeout_ms, "per socket read (slow clients)")
+      ->capture_default_str();
+  sub->add_option("--write-timeout-ms", o.write_timeout_ms, "per socket write (slow readers)")
+      ->capture_default_str();
+  sub->add_option("--drain-ms", a->drain_ms,
+                  "on SIGTERM: time in-flight requests get to finish before they are cancelled")
+      ->capture_default_str();
+  sub->callback([&run, a] { run = [a] { return run_serve(*a); }; });
+}
+
+}  // namespace seqtape::cli

@@ -1,0 +1,60 @@
+#pragma once
+// The HTTP server of `seqtape serve` (cpp-httplib): request parsing, limits, the queue and
+// Server-Sent Events over a Scheduler (serve/scheduler.h). No decoding logic of its own.
+//
+//   POST /v1/generate  {"input": "..."} or {"inputs": [...]} + generate's options
+//                      → what `generate --json` prints (one object, or an array for "inputs");
+//                      "stream": true → text/event-stream: `event: piece` {"input", "text"} per
+//                      piece of complete UTF-8 characters, `event: done` with the input's full
+//                      result (stop_reason, cache_lengths, ...), `event: end` last.
+//   GET  /healthz      {"status": "ok" | "stopping", queue and job counts}
+//   GET  /v1/model     configuration, vocabulary size, parameter count, limits
+//   GET  /             the playground page
+//
+// Errors are JSON {"error": message, "field": name}: 400 bad request (the field named), 503
+// queue full or stopping, 500 a decoding bug.
+//
+// Dimension key: none.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "infer/model.h"
+#include "serve/request.h"
+#include "serve/scheduler.h"
+
+namespace seqtape::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: a free port (bind() returns it)
+  Limits limits;
+  size_t queue = 64;         // jobs queued or running; more → 503
+  size_t http_threads = 32;  // connections served at once (others wait to be accepted)
+  int read_timeout_ms = 5000, write_timeout_ms = 5000;  // per socket read / write
+  std::string model_name;                               // shown by /v1/model
+  std::function<void()> before_step;                    // tests: runs before each decoding step
+};
+
+class Server {
+ public:
+  Server(const InferenceModel& model, ServerOptions options);
+  ~Server();
+  // Binds host:port; returns the port (the free one chosen for port 0). Error when it cannot.
+  int bind();
+  // Serves until stop(); blocks.
+  void run();
+  // Stops taking work (new requests get 503), lets in-flight requests finish until `drain`
+  // has passed, cancels the rest (stop reason cancelled), then closes the listener so run()
+  // returns. Safe from any thread but a request handler.
+  void stop(std::chrono::milliseconds drain);
+  SchedulerStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace seqtape::serve

@@ -1,0 +1,144 @@
+// Browser test of the `seqtape serve` playground page in headless Chromium (Debian's chromium +
+// chromium-driver), driven through WebDriver with Node's built-in fetch, as web/test/player_test.mjs.
+//
+//   node tests/serve/playground_test.mjs --url http://127.0.0.1:PORT/
+//
+// The server (started by tests/serve/test_serve.cpp over datasets/f15, slowed to 300 ms per
+// decoding step) must be running. Types 我爱, presses Generate, and checks that the output
+// streams in (学习 shown before the answer is done), ends as 学习！ with stop eos and cache
+// lengths 2, 3, 4, and that an option over the server's limit shows the error naming the field.
+// Exit codes: 0 pass, 1 fail, 77 skip (no /usr/bin/chromium on this machine).
+
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 && i + 1 < args.length ? args[i + 1] : dflt;
+};
+const url = opt("--url", "");
+const chromium = process.env.SEQTAPE_CHROMIUM || "/usr/bin/chromium";
+const driverBin = process.env.SEQTAPE_CHROMEDRIVER || "/usr/bin/chromedriver";
+if (!url) {
+  console.error("usage: node playground_test.mjs --url http://127.0.0.1:PORT/");
+  process.exit(1);
+}
+if (!existsSync(chromium)) {
+  console.log(`SKIP: ${chromium} not found (scripts/setup.sh installs Debian's chromium)`);
+  process.exit(77);
+}
+if (!existsSync(driverBin)) {
+  console.error(`FAIL: ${driverBin} not found: install chromium-driver (scripts/setup.sh)`);
+  process.exit(1);
+}
+
+const deadline = Date.now() + 50_000;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const failures = [];
+function check(cond, what) {
+  console.log(`${cond ? "ok  " : "FAIL"} ${what}`);
+  if (!cond) failures.push(what);
+}
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.unref();
+    s.on("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+let driver = null, profile = null, base = "", session = "";
+async function wd(method, path, body) {
+  if (Date.now() > deadline) throw new Error("playground test took longer than 50 s");
+  const r = await fetch(base + path, {
+    method, headers: { "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const j = await r.json();
+  if (!r.ok || (j.value && j.value.error))
+    throw new Error(`${method} ${path}: ${j.value ? j.value.error + ": " + j.value.message : r.status}`);
+  return j.value;
+}
+const js = (script, ...a) => wd("POST", `/session/${session}/execute/sync`, { script, args: a });
+const shown = () => js(`return { out: document.getElementById("output").textContent,
+  done: document.getElementById("output").dataset.done || "",
+  status: document.getElementById("status").textContent,
+  model: document.getElementById("model").textContent };`);
+
+async function main() {
+  const port = await freePort();
+  driver = spawn(driverBin, [`--port=${port}`], { stdio: "ignore" });
+  base = `http://127.0.0.1:${port}`;
+  for (;;) {
+    try {
+      const s = await (await fetch(base + "/status")).json();
+      if (s.value && s.value.ready) break;
+    } catch {}
+    if (Date.now() > deadline) throw new Error("chromedriver did not start");
+    await sleep(100);
+  }
+  profile = mkdtempSync(join(tmpdir(), "seqtape-chromium-"));
+  const s = await wd("POST", "/session", {
+    capabilities: { alwaysMatch: { browserName: "chrome", "goog:chromeOptions": { binary: chromium, args: [
+      "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+      "--disable-dev-shm-usage", `--user-data-dir=${profile}`, "--window-size=1000,900"] } } },
+  });
+  session = s.sessionId;
+  await wd("POST", `/session/${session}/url`, { url });
+
+  let v = await shown();
+  for (let i = 0; i < 50 && /loading/.test(v.model); i++) { await sleep(100); v = await shown(); }
+  check(/219 parameters/.test(v.model) && /vocabulary 7/.test(v.model), `model line: "${v.model}"`);
+
+  // Every state the output passes through, recorded in the page (polling could miss one on a
+  // loaded machine).
+  await js(`const o = document.getElementById("output");
+    window.seen = [];
+    new MutationObserver(() => {
+      const s = o.textContent + "|" + (o.dataset.done || "");
+      if (window.seen[window.seen.length - 1] !== s) window.seen.push(s);
+    }).observe(o, { childList: true, characterData: true, subtree: true, attributes: true });
+    document.getElementById("source").value = "我爱"; document.getElementById("go").click();`);
+  for (let i = 0; i < 400; i++) {
+    v = await shown();
+    if (v.done) break;
+    await sleep(50);
+  }
+  const seen = await js(`return window.seen;`);
+  check(seen.includes("学习|"), `the output streams in: 学习 shown before the answer is done (${seen.join(" → ")})`);
+  check(v.out === "学习！" && v.done === "1", `final output 学习！ (got "${v.out}")`);
+  check(/stop: eos/.test(v.status) && /cache lengths 2, 3, 4/.test(v.status), `status: "${v.status}"`);
+
+  await js(`document.getElementById("output").dataset.done = "";
+    document.getElementById("max_new").value = "100000"; document.getElementById("go").click();`);
+  for (let i = 0; i < 50; i++) {
+    v = await shown();
+    if (/max_new/.test(v.status)) break;
+    await sleep(50);
+  }
+  check(/max_new/.test(v.status) && /limit/.test(v.status), `over the limit: the error names max_new ("${v.status}")`);
+}
+
+let code = 0;
+try {
+  await main();
+  code = failures.length ? 1 : 0;
+} catch (e) {
+  console.log(`FAIL ${e.message}`);
+  code = 1;
+} finally {
+  try { if (session) await wd("DELETE", `/session/${session}`); } catch {}
+  if (driver) driver.kill();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+}
+console.log(code === 0 ? "playground test: passed" : `playground test: ${failures.length} check(s) failed`);
+process.exit(code);

@@ -1,0 +1,594 @@
+// seqtape serve over real HTTP on loopback: a Server on 127.0.0.1 at a free port, driven by
+// cpp-httplib clients and raw sockets, with datasets/f15 (the tiny trained decoder-only model).
+// Every answer is checked against the offline decode of the same input and options.
+#include <fcntl.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <random>
+
+#include "infer/result_json.h"
+#include "infer/search.h"
+#include "tests/serve/serve_util.h"
+
+extern char** environ;
+
+namespace seqtape {
+namespace {
+
+using nlohmann::json;
+using serve_test::RawSocket;
+using serve_test::RunningServer;
+using namespace std::chrono_literals;
+
+const InferenceModel& f15() {
+  static const InferenceModel m = InferenceModel::load(serve_test::f15_path());
+  return m;
+}
+
+// One request: its body and the options the offline decode uses (built independently of the
+// server's parser).
+struct Spec {
+  std::vector<std::string> inputs;
+  bool list = false, stream = false;
+  json body;
+  GenerateOptions opt;
+};
+
+Spec make_spec(std::mt19937& rng, int i) {
+  static const std::vector<std::string> pieces = {"我", "爱", "学习", "！"};
+  Spec s;
+  const int n_inputs = (i % 7 == 3) ? 2 : 1;
+  for (int b = 0; b < n_inputs; ++b) {
+    std::string t;
+    const int len = 1 + int(rng() % 4);
+    for (int k = 0; k < len; ++k) t += pieces[rng() % pieces.size()];
+    s.inputs.push_back(t);
+  }
+  s.list = n_inputs > 1;
+  if (s.list)
+    s.body["inputs"] = s.inputs;
+  else
+    s.body["input"] = s.inputs[0];
+  GenerateOptions& o = s.opt;
+  const int64_t max_new = 2 + int64_t(rng() % 10);
+  o.max_new = max_new;
+  s.body["max_new"] = max_new;
+  switch (i % 6) {
+    case 0:
+      break;
+    case 1:
+      o.beam = 3, o.n_best = 2, o.length_penalty = 0.6;
+      s.body.update({{"beam", 3}, {"n_best", 2}, {"length_penalty", 0.6}});
+      break;
+    case 2:
+      o.sample = true, o.seed = rng() % 1000, o.temperature = 0.8, o.top_k = 3;
+      s.body.update({{"sample", true}, {"seed", o.seed}, {"temperature", 0.8}, {"top_k", 3}});
+      break;
+    case 3:
+      o.sample = true, o.seed = rng() % 1000, o.top_p = 0.9,
+      o.min_new = std::min<int64_t>(2, max_new);
+      s.body.update({{"sample", true}, {"seed", o.seed}, {"top_p", 0.9}, {"min_new", o.min_new}});
+      break;
+    case 4:
+      o.repetition_penalty = 1.3, o.no_repeat_ngram = 2, o.stop_strings = {"！"};
+      s.body.update({{"repetition_penalty", 1.3}, {"no_repeat_ngram", 2}, {"stop", {"！"}}});
+      break;
+    case 5:
+      o.suppress_ids = {*f15().vocab().find("！")};
+      s.body["suppress"] = {"！"};
+      break;
+  }
+  s.stream = i % 3 == 0;
+  if (s.stream) s.body["stream"] = true;
+  return s;
+}
+
+json offline(const std::string& text, const GenerateOptions& o) {
+  const Tokenizer tok(f15().vocab());
+  const std::vector<int32_t> ids = encode_input(f15(), tok, text);
+  const GenerateResult r = generate(f15(), {ids}, o).at(0);
+  return serve_test::timeless(result_json(text, unk_count(f15().vocab(), ids), r, o, 0.0));
+}
+
+json get_json(int port, const std::string& path) {
+  httplib::Client c("127.0.0.1", port);
+  auto res = c.Get(path.c_str());
+  if (!res || res->status != 200) return json::object();
+  return json::parse(res->body);
+}
+
+// Checks one answer of `s` (JSON or SSE body) against the offline decode; "" when it agrees.
+std::string check_answer(const Spec& s, int status, const std::string& body) {
+  if (status != 200) return "status " + std::to_string(status) + ": " + body;
+  std::vector<json> got;
+  if (s.stream) {
+    const auto events = serve_test::parse_sse(body);
+    std::vector<std::string> texts(s.inputs.size());
+    bool ended = false;
+    for (const auto& e : events) {
+      if (e.name == "piece")
+        texts.at(e.data["input"].get<size_t>()) += e.data["text"].get<std::string>();
+      if (e.name == "done") {
+        got.push_back(e.data);
+        if (e.data["text"] != texts.at(got.size() - 1))
+          return "streamed pieces '" + texts[got.size() - 1] + "' != final text " +
+                 e.data["text"].dump();
+      }
+      if (e.name == "end") ended = true;
+    }
+    if (!ended) return "no end event in: " + body;
+  } else {
+    const json j = json::parse(body);
+    if (s.list) {
+      if (!j.is_array()) return "not an array: " + body;
+      for (const json& e : j) got.push_back(e);
+    } else {
+      got.push_back(j);
+    }
+  }
+  if (got.size() != s.inputs.size()) return "answers for " + std::to_string(got.size()) + " inputs";
+  for (size_t b = 0; b < got.size(); ++b) {
+    const json want = offline(s.inputs[b], s.opt);
+    if (serve_test::timeless(got[b]) != want)
+      return "input " + s.inputs[b] + ": got " + got[b].dump() + " want " + want.dump();
+  }
+  return "";
+}
+
+serve::ServerOptions test_options() {
+  serve::ServerOptions o;
+  o.queue = 64;
+  o.http_threads = 72;
+  o.limits.max_body_bytes = 64 * 1024;
+  o.limits.max_input_bytes = 64;
+  o.limits.max_new = 64;  // generate's default
+  o.limits.max_beam = 4;
+  o.read_timeout_ms = 3000;
+  o.write_timeout_ms = 3000;
+  o.model_name = "f15";
+  return o;
+}
+
+TEST(Serve, SixtyFourClientsTimesTenRequestsEqualTheOfflineDecode) {
+  RunningServer srv(f15(), test_options());
+  constexpr int kClients = 64, kRequests = 10;
+  std::atomic<int> ok{0};
+  std::mutex m;
+  std::vector<std::string> failures;
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c)
+    clients.emplace_back([&, c] {
+      std::mt19937 rng(uint32_t(1000 + c));
+      httplib::Client cli("127.0.0.1", srv.port);
+      cli.set_read_timeout(30, 0);
+      for (int i = 0; i < kRequests; ++i) {
+        const Spec s = make_spec(rng, c * kRequests + i);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto res = cli.Post("/v1/generate", s.body.dump(), "application/json");
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count();
+        std::string why = res ? check_answer(s, res->status, res->body)
+                              : "no answer (" + httplib::to_string(res.error()) + ") after " +
+                                    std::to_string(ms) + " ms";
+        if (why.empty()) {
+          ++ok;
+        } else {
+          std::lock_guard<std::mutex> l(m);
+          failures.push_back("client " + std::to_string(c) + " request " + std::to_string(i) + " " +
+                             s.body.dump() + ": " + why);
+        }
+      }
+    });
+  for (auto& t : clients) t.join();
+  for (size_t k = 0; k < std::min<size_t>(failures.size(), 5); ++k) ADD_FAILURE() << failures[k];
+  EXPECT_EQ(ok.load(), kClients * kRequests);
+  const json h = get_json(srv.port, "/healthz");
+  EXPECT_EQ(h["status"], "ok");
+  EXPECT_EQ(h["completed"], kClients * kRequests);
+  EXPECT_EQ(h["rejected"], 0);
+}
+
+TEST(Serve, StreamedPiecesAreWholeCharactersAndConcatenateToTheText) {
+  RunningServer srv(f15(), test_options());
+  httplib::Client cli("127.0.0.1", srv.port);
+  // 我爱 → 学习 ！ <eos>: 学习 is one token of two characters (6 UTF-8 bytes).
+  auto res = cli.Post("/v1/generate", R"({"input": "我爱", "stream": true})", "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "text/event-stream");
+  const auto events = serve_test::parse_sse(res->body);
+  std::string text;
+  int pieces = 0;
+  for (const auto& e : events)
+    if (e.name == "piece") {
+      const std::string t = e.data["text"];
+      EXPECT_FALSE(t.empty());
+      // A piece never ends inside a character: its last lead byte starts a complete sequence.
+      size_t i = t.size() - 1;
+      while (i > 0 && (uint8_t(t[i]) & 0xC0) == 0x80) --i;
+      const uint8_t lead = uint8_t(t[i]);
+      const size_t len = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+      EXPECT_EQ(t.size() - i, len) << t;
+      text += t;
+      ++pieces;
+    }
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[events.size() - 2].name, "done");
+  EXPECT_EQ(events.back().name, "end");
+  const json& done = events[events.size() - 2].data;
+  EXPECT_EQ(text, done["text"].get<std::string>());
+  EXPECT_EQ(text, "学习！");
+  EXPECT_EQ(pieces, 2);
+  EXPECT_EQ(done["stop_reason"], "eos");
+  EXPECT_EQ(done["cache_lengths"], json({2, 3, 4}));  // the F15 document's cache lengths
+}
+
+// Each bad request gets 400 with the field named, and the server keeps answering.
+TEST(Serve, BadRequestsGet400NamingTheField) {
+  RunningServer srv(f15(), test_options());
+  httplib::Client cli("127.0.0.1", srv.port);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"input": "我爱",)", "body"},
+      {R"([1, 2])", "body"},
+      {R"({"input": "我爱", "beem": 2})", "beem"},
+      {R"({"max_new": 3})", "input"},
+      {R"({"input": "我爱", "inputs": ["我"]})", "input"},
+      {R"({"input": 7})", "input"},
+      {R"({"input": ""})", "input"},
+      {R"({"input": "我爱x"})", "input"},  // f15 has no <unk>
+      {R"({"inputs": ["我", "爱", "hello"]})", "inputs[2]"},
+      {R"({"input": "我爱我爱我爱我爱我爱我爱我爱我爱我爱我爱我爱我爱"})", "input"},  // > 64 bytes
+      {R"({"input": "我爱", "max_new": 65})", "max_new"},
+      {R"({"input": "我爱", "max_new": 0})", "max_new"},
+      {R"({"input": "我爱", "beam": 5})", "beam"},
+      {R"({"input": "我爱", "beam": 2, "n_best": 3})", "n_best"},
+      {R"({"input": "我爱", "beam": "2"})", "beam"},
+      {R"({"input": "我爱", "temperature": 0.5})", "temperature"},
+      {R"({"input": "我爱", "sample": true, "top_p": 0})", "top_p"},
+      {R"({"input": "我爱", "sample": true, "beam": 2})", "sample"},
+      {R"({"input": "我爱", "stop": [""]})", "stop"},
+      {R"({"input": "我爱", "end": ["<nope>"]})", "end"},
+      {R"({"input": "我爱", "no_cache": true, "verify_cache": true})", "verify_cache"},
+      {R"({"input": "我爱", "seed": -1, "sample": true})", "seed"},
+  };
+  for (const auto& [body, field] : cases) {
+    auto res = cli.Post("/v1/generate", body, "application/json");
+    ASSERT_TRUE(res) << body;
+    EXPECT_EQ(res->status, 400) << body << " → " << res->body;
+    const json j = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << res->body;
+    EXPECT_EQ(j.value("field", ""), field) << body << " → " << res->body;
+    EXPECT_FALSE(j.value("error", "").empty());
+  }
+  // A body over the limit (64 KiB here): 400 naming the body, without decoding it.
+  const std::string huge = R"({"input": ")" + std::string(1 << 20, 'a') + R"("})";
+  auto res = cli.Post("/v1/generate", huge, "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << res->body;
+  EXPECT_EQ(json::parse(res->body).value("field", ""), "body");
+  // Still up, and still right.
+  httplib::Client again("127.0.0.1", srv.port);
+  auto good = again.Post("/v1/generate", R"({"input": "我爱"})", "application/json");
+  ASSERT_TRUE(good);
+  ASSERT_EQ(good->status, 200);
+  GenerateOptions o;
+  EXPECT_EQ(serve_test::timeless(json::parse(good->body)), offline("我爱", o));
+  EXPECT_EQ(get_json(srv.port, "/healthz")["status"], "ok");
+}
+
+TEST(Serve, HealthAndModelEndpoints) {
+  RunningServer srv(f15(), test_options());
+  const json h = get_json(srv.port, "/healthz");
+  EXPECT_EQ(h["status"], "ok");
+  const json m = get_json(srv.port, "/v1/model");
+  EXPECT_EQ(m["vocab_size"], 7);
+  EXPECT_EQ(m["parameters"], 219);  // datasets/f15/README.md
+  EXPECT_EQ(m["config"]["arch"], "decoder_only");
+  EXPECT_EQ(m["limits"]["max_new"], 64);
+  httplib::Client cli("127.0.0.1", srv.port);
+  auto page = cli.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->body.find("/v1/generate"), std::string::npos);
+  auto missing = cli.Get("/nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_TRUE(json::parse(missing->body).contains("error"));
+}
+
+// Waits until /healthz reports `n` cancelled jobs (or 5 s pass).
+bool wait_cancelled(int port, int n) {
+  for (auto t0 = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - t0 < 5s;) {
+    if (get_json(port, "/healthz").value("cancelled", -1) >= n) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+// A client that goes away cancels its decoding (slowed to 40 ms per step so that it is still
+// running): mid-stream and while waiting for a JSON answer.
+TEST(Serve, ClientDisconnectCancelsItsRequest) {
+  serve::ServerOptions o = test_options();
+  o.before_step = [] { std::this_thread::sleep_for(40ms); };
+  RunningServer srv(f15(), o);
+  const std::string body = R"({"input": "我爱", "min_new": 12, "max_new": 12, "stream": true})";
+  {
+    RawSocket s(srv.port);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s.send_all(serve_test::post_request(body)));
+    std::string got;
+    while (got.find("event: piece") == std::string::npos) ASSERT_GT(s.read_some(got), 0) << got;
+  }  // closed after the first piece, ~11 steps early
+  EXPECT_TRUE(wait_cancelled(srv.port, 1));
+  {
+    RawSocket s(srv.port);
+    ASSERT_TRUE(
+        s.send_all(serve_test::post_request(R"({"input": "我爱", "min_new": 12, "max_new": 12})")));
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(wait_cancelled(srv.port, 2));
+  const json h = get_json(srv.port, "/healthz");
+  EXPECT_EQ(h["completed"], 0);
+  // The server still answers, with the whole text.
+  httplib::Client cli("127.0.0.1", srv.port);
+  auto res = cli.Post("/v1/generate", R"({"input": "我爱"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(json::parse(res->body)["text"], "学习！");
+}
+
+// One byte per second: the request is answered correctly, and others are served meanwhile. A
+// client that stalls longer than the read timeout (3 s here) is disconnected.
+TEST(Serve, SlowClientsAreServedOrTimedOut) {
+  RunningServer srv(f15(), test_options());
+  std::string answer;
+  std::thread slow([&] {
+    RawSocket s(srv.port, 20000);
+    const std::string req = serve_test::post_request(R"({"input": "我爱", "max_new": 5})");
+    ASSERT_TRUE(s.send_all(req.substr(0, req.size() - 4)));
+    for (size_t k = req.size() - 4; k < req.size(); ++k) {
+      std::this_thread::sleep_for(1s);
+      ASSERT_TRUE(s.send_all(req.substr(k, 1)));
+    }
+    answer = s.read_all();
+  });
+  std::this_thread::sleep_for(500ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  httplib::Client cli("127.0.0.1", srv.port);
+  auto res = cli.Post("/v1/generate", R"({"input": "我"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "blocked behind the slow client";
+  slow.join();
+  const size_t split = answer.find("\r\n\r\n");
+  ASSERT_NE(split, std::string::npos) << answer;
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200", 0), 0u) << answer;
+  GenerateOptions o;
+  o.max_new = 5;
+  EXPECT_EQ(serve_test::timeless(json::parse(answer.substr(split + 4))), offline("我爱", o));
+
+  // Stalled mid-headers: the server closes the connection after its read timeout.
+  RawSocket stalled(srv.port, 10000);
+  ASSERT_TRUE(stalled.send_all("POST /v1/generate HTTP/1.1\r\nHost: x"));
+  const auto t1 = std::chrono::steady_clock::now();
+  std::string got;
+  const ssize_t n = stalled.read_some(got);
+  const auto waited = std::chrono::steady_clock::now() - t1;
+  // Closed, or answered 400 (the request line never completed) and then closed.
+  if (n > 0) {
+    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+    while (stalled.read_some(got) > 0) {
+    }
+    EXPECT_EQ(stalled.read_some(got), 0) << "still open after the answer";
+  }
+  EXPECT_GE(waited, 2s);
+  EXPECT_LT(waited, 8s);
+  EXPECT_EQ(get_json(srv.port, "/healthz")["status"], "ok");
+}
+
+// A full queue answers 503 at once; the queued work still completes.
+TEST(Serve, FullQueueAnswers503) {
+  serve::ServerOptions o = test_options();
+  o.queue = 1;
+  o.before_step = [] { std::this_thread::sleep_for(30ms); };
+  RunningServer srv(f15(), o);
+  std::thread first([&] {
+    httplib::Client c("127.0.0.1", srv.port);
+    auto r = c.Post("/v1/generate", R"({"input": "我爱", "min_new": 10, "max_new": 10})",
+                    "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(json::parse(r->body)["stop_reason"], "length");
+  });
+  while (get_json(srv.port, "/healthz").value("running", 0) == 0) std::this_thread::sleep_for(5ms);
+  httplib::Client c("127.0.0.1", srv.port);
+  auto r = c.Post("/v1/generate", R"({"input": "我"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_TRUE(json::parse(r->body).contains("error"));
+  first.join();
+  EXPECT_EQ(get_json(srv.port, "/healthz")["rejected"], 1);
+}
+
+// stop(): in-flight work past the drain deadline is cancelled (and answered), new work refused.
+TEST(Serve, StopCancelsInFlightWorkAfterTheDeadline) {
+  serve::ServerOptions o = test_options();
+  o.before_step = [] { std::this_thread::sleep_for(50ms); };
+  RunningServer srv(f15(), o);
+  json answer;
+  std::thread client([&] {
+    httplib::Client c("127.0.0.1", srv.port);
+    auto r = c.Post("/v1/generate", R"({"input": "我爱", "min_new": 12, "max_new": 12})",
+                    "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    answer = json::parse(r->body);
+  });
+  while (get_json(srv.port, "/healthz").value("running", 0) == 0) std::this_thread::sleep_for(5ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  srv.stop(150ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  client.join();
+  EXPECT_EQ(answer["stop_reason"], "cancelled");
+  EXPECT_LT(answer["tokens"].size(), 12u);
+}
+
+// The answers equal what the `seqtape generate --json` binary prints (timing aside).
+TEST(Serve, AnswersEqualTheGenerateCommand) {
+  RunningServer srv(f15(), test_options());
+  httplib::Client cli("127.0.0.1", srv.port);
+  const std::vector<std::pair<std::string, json>> cases = {
+      {"--input 我爱", {{"input", "我爱"}}},
+      {"--input 我 --beam 3 --n-best 2 --max-new 6",
+       {{"input", "我"}, {"beam", 3}, {"n_best", 2}, {"max_new", 6}}},
+      {"--input 爱学习 --sample --seed 7 --temperature 1.5 --max-new 9",
+       {{"input", "爱学习"}, {"sample", true}, {"seed", 7}, {"temperature", 1.5}, {"max_new", 9}}},
+      {"--input 我爱 --suppress ！ --stop 学 --max-new 5",
+       {{"input", "我爱"}, {"suppress", {"！"}}, {"stop", {"学"}}, {"max_new", 5}}},
+  };
+  for (const auto& [flags, body] : cases) {
+    const std::string cmd = std::string(SEQTAPE_CLI_PATH) + " generate --json --model " +
+                            serve_test::f15_path() + " " + flags + " 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ASSERT_EQ(pclose(p), 0) << cmd;
+    auto res = cli.Post("/v1/generate", body.dump(), "application/json");
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(serve_test::timeless(json::parse(res->body)), serve_test::timeless(json::parse(out)))
+        << cmd;
+  }
+}
+
+// The scheduler alone: FIFO, bounded, and a shutdown past its deadline cancels the running job
+// and the queued ones (each still gets a result and is finished); later submissions are refused.
+TEST(Serve, SerialSchedulerDrainsThenCancels) {
+  std::atomic<int> steps{0};
+  serve::SerialScheduler sched(f15(), 3, [&] {
+    ++steps;
+    std::this_thread::sleep_for(20ms);
+  });
+  const Tokenizer tok(f15().vocab());
+  std::vector<std::shared_ptr<serve::Job>> jobs;
+  for (int i = 0; i < 4; ++i) {
+    auto job = std::make_shared<serve::Job>();
+    job->texts = {"我爱"};
+    job->inputs = {encode_input(f15(), tok, "我爱")};
+    job->options.min_new = job->options.max_new = 12;
+    const bool taken = sched.submit(job);
+    EXPECT_EQ(taken, i < 3) << i;  // capacity 3
+    if (taken) jobs.push_back(job);
+  }
+  while (sched.stats().running == 0) std::this_thread::sleep_for(2ms);
+  sched.shutdown(std::chrono::steady_clock::now() + 50ms);
+  for (const auto& job : jobs) {
+    EXPECT_TRUE(job->done());
+    ASSERT_EQ(job->results.size(), 1u);
+    EXPECT_EQ(job->results[0].stop_reason, StopReason::Cancelled);
+  }
+  EXPECT_LT(jobs[0]->results[0].tokens.size(), 12u);
+  EXPECT_TRUE(jobs[2]->results[0].tokens.empty());  // never started
+  EXPECT_LT(steps.load(), 12);
+  auto late = std::make_shared<serve::Job>();
+  EXPECT_FALSE(sched.submit(late));
+  const serve::SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.cancelled, 3);
+  EXPECT_EQ(st.completed, 0);
+  EXPECT_EQ(st.rejected, 2);
+}
+
+// The binary: --port 0 prints the port; SIGTERM lets the in-flight request finish (drain 5 s),
+// answers it and exits 0.
+TEST(Serve, CommandPrintsItsPortAndStopsOnSigterm) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  const std::string model = serve_test::f15_path();
+  std::vector<std::string> args = {SEQTAPE_CLI_PATH, "serve", "--model",    model,
+                                   "--port",         "0",     "--drain-ms", "5000"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, SEQTAPE_CLI_PATH, &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  std::string printed;
+  int port = 0;
+  char c;
+  while (port == 0 && read(out[0], &c, 1) == 1) {
+    printed += c;
+    const size_t at = printed.find("port ");
+    if (c == '\n' && at != std::string::npos && printed.find('\n', at) == printed.size() - 1)
+      port = std::atoi(printed.c_str() + at + 5);
+  }
+  close(out[0]);
+  ASSERT_GT(port, 0) << printed;
+  EXPECT_EQ(get_json(port, "/healthz")["status"], "ok");
+  json answer;
+  std::thread client([&] {
+    httplib::Client cli("127.0.0.1", port);
+    auto r = cli.Post("/v1/generate", R"({"input": "我爱"})", "application/json");
+    if (r && r->status == 200) answer = json::parse(r->body);
+  });
+  client.join();
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 200 && done == 0; ++i) {  // 10 s at most
+    done = waitpid(pid, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(50ms);
+  }
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "seqtape serve did not stop within 10 s of SIGTERM";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(answer.value("text", ""), "学习！");
+}
+
+// The playground page in headless Chromium (tests/serve/playground_test.mjs), against a server
+// slowed to 300 ms per step so that the streaming is visible.
+TEST(Serve, PlaygroundStreamsInHeadlessChromium) {
+  const char* chromium_env = std::getenv("SEQTAPE_CHROMIUM");
+  const std::string chromium = chromium_env ? chromium_env : "/usr/bin/chromium";
+  if (access(chromium.c_str(), X_OK) != 0)
+    GTEST_SKIP() << chromium << " is not installed (scripts/setup.sh installs Debian's chromium)";
+  serve::ServerOptions o = test_options();
+  o.before_step = [] { std::this_thread::sleep_for(300ms); };
+  RunningServer srv(f15(), o);
+  const std::string cmd =
+      "node '" + std::string(SEQTAPE_SOURCE_DIR) +
+      "/tests/serve/playground_test.mjs' --url http://127.0.0.1:" + std::to_string(srv.port) +
+      "/ 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == 77) GTEST_SKIP() << out;
+  EXPECT_EQ(code, 0) << out;
+  std::printf("%s", out.c_str());
+}
+
+}  // namespace
+}  // namespace seqtape
