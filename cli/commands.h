@@ -25,5 +25,7 @@ void register_export(CLI::App& app, Runner& run);
 void register_generate(CLI::App& app, Runner& run);
 void register_walkthrough(CLI::App& app, Runner& run);
 void register_vocab(CLI::App& app, Runner& run);
+void register_eval(CLI::App& app, Runner& run);
+void register_average(CLI::App& app, Runner& run);
 
 }  // namespace seqtape::cli
