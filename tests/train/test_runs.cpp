@@ -9,12 +9,14 @@
 #include <sstream>
 #include <vector>
 
-#include "../test_util.h"
 #include "autograd/rng.h"
+#include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/copy_task.h"
+#include "train/envelope.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
+#include "train/training_log.h"
 
 namespace seqtape {
 namespace {
@@ -233,6 +235,41 @@ TEST(Rng, NoStandardLibraryDistributionIsUsedAnywhere) {
     }
   }
   EXPECT_GT(scanned, 50);
+}
+
+}  // namespace
+}  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+// Every write is checked: metrics.csv on a full disk (/dev/full) and loss.svg with the
+// injected write fault are Errors naming the file, never a silent empty file.
+TEST(CheckedWrites, MetricsCsvOnAFullDiskIsAnErrorNamingIt) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path out = temp_dir("devfull");
+  fs::create_symlink("/dev/full", out / "metrics.csv");
+  std::ostringstream log;
+  const std::string msg = error_of([&] {
+    TrainingLog tl(out.string(), true, false, 1, 1, 3, log);
+    tl.step({1, 1.0, 0.1, 0.5, 10});
+  });
+  EXPECT_HAS(msg, "metrics.csv");
+  EXPECT_HAS(msg, "write failed");
+  fs::remove_all(out);
+}
+
+TEST(CheckedWrites, LossSvgThatCannotBeWrittenIsAnErrorNamingIt) {
+  const fs::path out = temp_dir("svgfail");
+  std::ostringstream log;
+  TrainingLog tl(out.string(), false, false, 1, 1, 1, log);
+  tl.step({1, 1.0, 0.1, 0.5, 10});
+  set_write_fault_for_testing(0);
+  const std::string msg = error_of([&] { tl.finish(); });
+  clear_write_fault_for_testing();
+  EXPECT_HAS(msg, "loss.svg");
+  EXPECT_FALSE(fs::exists(out / "loss.svg"));
+  fs::remove_all(out);
 }
 
 }  // namespace
