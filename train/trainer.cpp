@@ -117,20 +117,6 @@ void record_run(const TrainOptions& opt, const std::vector<TextPair>& pairs, Run
   std::string tokens;
   for (const std::string& t : now_vocab.tokens()) tokens += t + "\n";
   run.record = run_record(opt, now_cfg.to_json().dump(), text_fingerprint(tokens));
-  if (!run.resuming) return;
-  nlohmann::json stored;
-  try {
-    stored = nlohmann::json::parse(run.resumed.metrics_json);
-  } catch (const nlohmann::json::exception& e) {
-    fail(run.ckpt_path, std::string("invalid run record: ") + e.what());
-  }
-  check_resume(stored, run.record, run.ckpt_path);
-  if (stored.contains("best")) {
-    const auto& b = stored.at("best");
-    run.best_value = b.value("value", 0.0);
-    run.best_step = b.value("step", int64_t{-1});
-    run.bad_evals = b.value("bad_evals", int64_t{0});
-  }
 }
 
 // --valid, or a seeded hold-out of --data; with too little data, validation on the training set.
@@ -177,6 +163,24 @@ void make_model_and_optimizer(const TrainOptions& opt, Run& run) {
   run.rng = Rng(opt.seed ^ 0x5eedull);
 }
 
+// Refuses a resume whose options or data differ from the record in the checkpoint, naming
+// each difference; restores the best-checkpoint bookkeeping.
+void check_resumed_record(Run& run) {
+  nlohmann::json stored;
+  try {
+    stored = nlohmann::json::parse(run.resumed.metrics_json);
+  } catch (const nlohmann::json::exception& e) {
+    fail(run.ckpt_path, std::string("invalid run record: ") + e.what());
+  }
+  check_resume(stored, run.record, run.ckpt_path);
+  if (stored.contains("best")) {
+    const auto& b = stored.at("best");
+    run.best_value = b.value("value", 0.0);
+    run.best_step = b.value("step", int64_t{-1});
+    run.bad_evals = b.value("bad_evals", int64_t{0});
+  }
+}
+
 // Weights, optimizer, dropout generator, data order and step from the checkpoint.
 void resume(Run& run, std::ostream& log) {
   const Checkpoint& c = run.resumed;
@@ -184,6 +188,8 @@ void resume(Run& run, std::ostream& log) {
   check_finite(c.optimizer_state, run.ckpt_path, "optimizer state");
   run.optimizer->load_state(c.optimizer_state, c.step);
   run.rng.set_state(c.rng_state);
+  // The checkpoint is intact; now the options and data must be the run's own.
+  check_resumed_record(run);
   try {
     run.loader->set_state(loader_state_from(c.loader_state_json, run.ckpt_path));
   } catch (const Error& e) {
