@@ -208,7 +208,8 @@ TEST_F(KillResume, SigtermSavesThenResumeIsBitIdentical) {
                                 dir_.file(name + ".out"), dir_.file(name + ".err"));
     // Wait until it has logged a few steps (the handlers are installed before step 1).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (read_losses((out / "metrics.csv").string()).rows < 3 &&
+    const std::string csv = (out / "metrics.csv").string();
+    while ((!fs::exists(csv) || read_losses(csv).rows < 3) &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ASSERT_EQ(::kill(pid, sig), 0);
