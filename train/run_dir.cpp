@@ -61,6 +61,8 @@ std::string text_fingerprint(std::string_view bytes) {
 }
 
 std::string file_fingerprint(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(path, "does not exist");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open to fingerprint the data");
   XXH3_state_t* st = XXH3_createState();

@@ -138,7 +138,7 @@ std::vector<std::string> train_with(std::vector<std::string> extra) {
                                 "1",        "--no-progress"};
   // A later --data/--out replaces the default one.
   for (size_t i = 0; i + 1 < extra.size(); ++i) {
-    for (const char* f : {"--data", "--out", "--preset", "--steps"}) {
+    for (const char* f : {"--data", "--out", "--preset", "--steps", "--eval-max"}) {
       if (extra[i] != f) continue;
       for (size_t j = 1; j + 1 < a.size(); ++j)
         if (a[j] == f) {
