@@ -125,6 +125,7 @@ TEST_F(NumericalFaults, NaNGradientRejectsThatStepNamingTheParameter) {
   for (bool anomaly : {false, true}) {
     SCOPED_TRACE(anomaly ? "anomaly" : "plain");
     TrainOptions o = options(8, 1, anomaly);
+    o.overwrite = true;  // the second pass replaces the first pass's run in the same --out
     o.before_backward = [](int64_t step, TransformerModel& m) {
       if (step == 5) {
         // zero_grad dropped the gradient; give it one holding a NaN, which backward adds to.
