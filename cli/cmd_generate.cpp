@@ -212,6 +212,7 @@ GenerateResult run_traced(const InferenceModel& model, const std::vector<int32_t
   std::ofstream out(path, std::ios::binary);
   if (!out) fail(path, "cannot open the trace file for writing");
   out << tr.trace.dump(1) << "\n";
+  out.flush();  // a full disk shows at the flush, not at the buffered <<
   if (!out) fail(path, "writing the trace failed");
   if (!quiet)
     std::fprintf(stderr, "trace: %zu steps written to %s\n", tr.trace["steps"].size(),

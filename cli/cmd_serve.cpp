@@ -17,7 +17,7 @@ namespace seqtape::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) {
+extern "C" void on_serve_stop_signal(int) {
   g_stop = true;
 }
 
@@ -47,8 +47,8 @@ int run_serve(ServeArgs& a) {
   std::printf("port %d\n", port);
   std::fflush(stdout);
   g_stop = false;
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_serve_stop_signal);
+  std::signal(SIGINT, on_serve_stop_signal);
   std::thread watcher([&] {
     while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::fprintf(stderr, "serve: stopping (in-flight requests get %lld ms to finish)\n",

@@ -25,7 +25,25 @@ struct TrainArgs {
   bool no_progress = false;
   bool profile = false;
   std::string too_long = "error";
+  std::string time_limit;
 };
+
+// "90", "90s", "20m", "1.5h" -> seconds; a usage error otherwise.
+double parse_duration(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+  if (used == 0 || scale == 0 || !(v > 0) || !std::isfinite(v))
+    throw UsageError("--time-limit must be a duration > 0 such as 90s, 20m or 1.5h (got '" + text +
+                     "')");
+  return v * scale;
+}
 
 // A bad --config file is a data error; a bad preset name or flag value (checked here by
 // validating the result) is a usage error.
@@ -129,6 +147,19 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_option("--eval-max", a.o.eval_max, "validation examples greedily decoded for exact match")
       ->capture_default_str();
   sub.add_flag("--resume", a.o.resume, "continue from <out>/checkpoint.bin (same data and flags)");
+  sub.add_flag("--overwrite", a.o.overwrite, "replace the run already in --out");
+  sub.add_option("--time-limit", a.time_limit,
+                 "stop training after this wall-clock time (90s, 20m, 1.5h), then save and "
+                 "evaluate");
+  sub.add_option("--best-metric", a.o.best_metric,
+                 "keep best.bin, the checkpoint of the best evaluation: loss | chrf | bleu | exact "
+                 "| ter (needs --eval-every)");
+  sub.add_option("--patience", a.o.patience,
+                 "stop after N evaluations without improving --best-metric (0: off)")
+      ->capture_default_str();
+  sub.add_option("--keep-last", a.o.keep_last,
+                 "also keep the last N periodic checkpoints as checkpoint-STEP.bin (0: none)")
+      ->capture_default_str();
   sub.add_flag("--no-progress", a.no_progress, "plain log lines even on a terminal");
   sub.add_flag("--anomaly", a.o.anomaly,
                "check every op's result and name the first non-finite one");
@@ -151,6 +182,11 @@ int run_train(TrainArgs& a) {
   if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
   if (a.no_progress) o.progress = 0;
   o.too_long = parse_too_long(a.too_long);
+  if (!a.time_limit.empty()) o.time_limit = parse_duration(a.time_limit);
+  if (o.patience < 0 || o.keep_last < 0)
+    throw UsageError("--patience and --keep-last must be >= 0");
+  if (o.resume && o.overwrite) throw UsageError("give --resume or --overwrite, not both");
+  if (const std::string p = best_metric_problem(o); !p.empty()) throw UsageError(p);
   profile::set_enabled(a.profile);
   TrainReport r = train(o, std::cout);
   std::printf("trained steps %lld..%lld in %.2f s (%.0f tokens/s)",
@@ -173,6 +209,7 @@ int run_train(TrainArgs& a) {
   }
   std::printf("\n");
   if (a.profile) std::fputs(profile::report("training step profile").c_str(), stdout);
+  if (r.stop_signal != 0) return 128 + r.stop_signal;  // 130 for SIGINT, 143 for SIGTERM
   return kOk;
 }
 

@@ -385,6 +385,7 @@ void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   if (!out) fail(path, "cannot open for writing");
   out << text;
+  out.flush();  // a full disk shows at the flush, not at the buffered <<
   if (!out) fail(path, "write failed");
 }
 

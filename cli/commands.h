@@ -26,6 +26,8 @@ void register_export(CLI::App& app, Runner& run);
 void register_generate(CLI::App& app, Runner& run);
 void register_walkthrough(CLI::App& app, Runner& run);
 void register_vocab(CLI::App& app, Runner& run);
+void register_eval(CLI::App& app, Runner& run);
+void register_average(CLI::App& app, Runner& run);
 void register_serve(CLI::App& app, Runner& run);
 
 // `seqtape argv[1..]`: parses, runs the subcommand and returns its exit code; never calls

@@ -51,6 +51,8 @@ int run_cli(int argc, char** argv) {
   register_walkthrough(app, run);
   register_vocab(app, run);
   register_serve(app, run);
+  register_eval(app, run);
+  register_average(app, run);
   // A first word that is no subcommand: name it (CLI11 would only say one is required).
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;

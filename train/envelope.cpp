@@ -238,7 +238,7 @@ void write_file_atomic(const std::string& path, const std::vector<std::string_vi
   const bool fault = g_fault_armed.load();
   const size_t fault_after = g_fault_after.load();
 
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) fail(path, "cannot save: cannot create " + tmp + ": " + std::strerror(errno));
 
   // Undo everything and report; the file at `path` has not been touched yet.

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "nn/loss.h"
+#include "train/metrics.h"
+
 namespace seqtape {
 
 std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const Vocab& vocab,
@@ -11,16 +14,30 @@ std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const
 }
 
 double validation_loss(TransformerModel& model, const EncodedPairs& data, int64_t batch,
-                       int32_t pad_id) {
+                       int32_t pad_id, double* token_accuracy) {
   NoGradGuard no_grad;
   TrainingModeGuard eval_mode(model, false);
   Rng rng(0);  // unused: no dropout in evaluation mode
   double loss_sum = 0;
   int64_t tokens = 0;
+  metrics::TokenAccuracy acc;
   for (const Batch& b : batches_in_order(data, batch, pad_id)) {
-    loss_sum += model.loss(b, rng).item() * static_cast<double>(b.n_label_tokens);
+    const Var logits = model.logits(b, rng);  // [B, T, V]
+    loss_sum += sequence_loss(logits, b.labels).item() * static_cast<double>(b.n_label_tokens);
     tokens += b.n_label_tokens;
+    if (token_accuracy) {
+      const std::vector<double> l = logits.value().to_vector();
+      const auto V = static_cast<size_t>(logits.value().dim(-1));
+      std::vector<int32_t> argmax(b.labels.size());
+      for (size_t i = 0; i < argmax.size(); ++i) {
+        const auto row = l.begin() + static_cast<std::ptrdiff_t>(i * V);
+        argmax[i] =
+            static_cast<int32_t>(std::max_element(row, row + static_cast<std::ptrdiff_t>(V)) - row);
+      }
+      acc.add(argmax, b.labels, kIgnoreIndex);
+    }
   }
+  if (token_accuracy) *token_accuracy = acc.value();
   return tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
 }
 
@@ -54,15 +71,20 @@ EvalResult evaluate(TransformerModel& model, const TextCodec& tok,
   if (data.empty()) return r;
   const Vocab& vocab = tok.vocab();
   const EncodedPairs encoded = encode_pairs(model.config().arch, tok, data, "validation");
-  r.loss = validation_loss(model, encoded, batch, vocab.pad_id());
+  r.loss = validation_loss(model, encoded, batch, vocab.pad_id(), &r.token_accuracy);
   const auto decoded = greedy_decodes(model, vocab, encoded, batch, eval_max);
+  metrics::CorpusMetrics scores(metrics::ErrorUnit::kCharacters);
   int64_t hits = 0;
   for (size_t i = 0; i < decoded.size(); ++i) {
     hits += decoded[i] == encoded.target(i);
-    if (r.samples.size() < 3) r.samples.emplace_back(data[i].source, tok.decode(decoded[i]));
+    r.hypotheses.push_back(tok.decode(decoded[i]));
+    scores.add(r.hypotheses.back(), data[i].target);
+    if (r.samples.size() < 3) r.samples.emplace_back(data[i].source, r.hypotheses.back());
   }
   r.examples = static_cast<int64_t>(decoded.size());
   r.exact_match = r.examples ? static_cast<double>(hits) / static_cast<double>(r.examples) : 0.0;
+  const metrics::EvalSummary sum = scores.summary();
+  r.chrf = sum.chrf, r.bleu = sum.bleu, r.ter = sum.ter, r.ser = sum.ser;
   return r;
 }
 

@@ -17,9 +17,16 @@
 namespace seqtape {
 
 struct EvalResult {
-  double loss = 0;         // teacher-forced cross-entropy per label token
-  double exact_match = 0;  // fraction of greedy decodes equal to the target
+  double loss = 0;            // teacher-forced cross-entropy per label token
+  double token_accuracy = 0;  // teacher-forced argmax == label, per label token, 0..1
+  double exact_match = 0;     // fraction of greedy decodes equal to the target
   int64_t examples = 0;
+  // Scores of the greedy decodes against the target texts, as sacreBLEU computes them
+  // (train/metrics.h: chrF order 6 β 2, BLEU 13a with exp smoothing, both 0..100), and the
+  // token error rate over characters (edit distance / reference length) and the sequence
+  // error rate (fractions).
+  double chrf = 0, bleu = 0, ter = 0, ser = 0;
+  std::vector<std::string> hypotheses;  // the decoded texts, in data order
   // The first few greedy decodes, as (source, decoded text), to show what the model does.
   std::vector<std::pair<std::string, std::string>> samples;
 };
@@ -32,9 +39,10 @@ std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const
                                                   const std::vector<std::vector<int32_t>>& prompts,
                                                   int64_t max_new);
 
-// Cross-entropy per label token over every pair, `batch` at a time, in evaluation mode.
+// Cross-entropy per label token over every pair, `batch` at a time, in evaluation mode;
+// `token_accuracy` (optional) receives the teacher-forced argmax accuracy.
 double validation_loss(TransformerModel& model, const EncodedPairs& data, int64_t batch,
-                       int32_t pad_id);
+                       int32_t pad_id, double* token_accuracy = nullptr);
 
 // Greedy decodes of the first `max_examples` pairs (each up to 2·|target| + 8 tokens).
 std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const Vocab& vocab,

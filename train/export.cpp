@@ -39,10 +39,11 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
                     {{"format", "seqtape"},
                      {"linear_layout", "[in, out]: y = x @ W + b"},
                      {"step", std::to_string(c.step)}});
-  std::ofstream(dir / "config.json") << cfg.to_json().dump(2) << "\n";
-  std::ofstream v(dir / "vocab.txt");
-  for (const auto& t : c.vocab) v << t << "\n";
-  if (!v) fail((dir / "vocab.txt").string(), "could not be written");
+  // Each write checked (write_file_atomic): a failure is an Error naming the file.
+  write_file_atomic((dir / "config.json").string(), {cfg.to_json().dump(2) + "\n"});
+  std::string vocab;
+  for (const auto& t : c.vocab) vocab += t + "\n";
+  write_file_atomic((dir / "vocab.txt").string(), {vocab});
   if (c.tokenizer_kind == kSentencePieceCodec)  // the model that turns text into these ids
     write_file_atomic((dir / kJointModelFile).string(), {std::string_view(c.tokenizer_model)});
   return r;

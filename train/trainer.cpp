@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -18,6 +19,8 @@
 #include "train/checkpoint.h"
 #include "train/envelope.h"
 #include "train/model_io.h"
+#include "train/run_dir.h"
+#include "train/signals.h"
 #include "train/subword.h"
 #include "train/text_codec.h"
 #include "train/training_log.h"
@@ -48,6 +51,10 @@ struct Run {
   int64_t step = 0, total_steps = 0;
   int64_t last_saved = -1;
   std::string data_report;  // the data summary and what --too-long did, for the log
+  nlohmann::json record;    // run_record(): options and data fingerprints, kept in checkpoints
+  // The best evaluation so far by --best-metric, and evaluations since it improved.
+  double best_value = 0;
+  int64_t best_step = -1, bad_evals = 0;
 };
 
 nlohmann::json loader_state_json(const LoaderState& s) {
@@ -100,6 +107,23 @@ int64_t longest_example(const std::vector<TextPair>& pairs, const ModelConfig& c
 }
 
 // Vocabulary and configuration: from the checkpoint when resuming, else from the options.
+// The tokenizer the options name: a `seqtape vocab` directory (a joint SentencePiece model,
+// train/subword.h), a vocabulary file, or characters of the data.
+std::shared_ptr<const TextCodec> codec_from_options(const TrainOptions& opt,
+                                                    const std::vector<TextPair>& pairs) {
+  if (!opt.vocab.empty() && fs::is_directory(opt.vocab)) {
+    const SubwordVocabs sv = load_subword_dir(opt.vocab);
+    if (!sv.joint())
+      fail(opt.vocab,
+           "holds separate source and target vocabularies (vocab --separate), but the model "
+           "shares one embedding between source and target: write a joint vocabulary "
+           "(seqtape vocab without --separate)");
+    return sv.source;
+  }
+  return std::make_shared<const CharCodec>(opt.vocab.empty() ? build_vocab(pairs)
+                                                             : Vocab::load(opt.vocab));
+}
+
 void choose_vocab_and_config(const TrainOptions& opt, const std::vector<TextPair>& pairs,
                              Run& run) {
   if (run.resuming) {
@@ -108,20 +132,8 @@ void choose_vocab_and_config(const TrainOptions& opt, const std::vector<TextPair
                                  run.ckpt_path);
     run.cfg = checkpoint_config(run.resumed, run.ckpt_path);
   } else {
-    if (!opt.vocab.empty() && fs::is_directory(opt.vocab)) {
-      // A `seqtape vocab` directory: a SentencePiece model (train/subword.h).
-      const SubwordVocabs sv = load_subword_dir(opt.vocab);
-      if (!sv.joint())
-        fail(opt.vocab,
-             "holds separate source and target vocabularies (vocab --separate), but the model "
-             "shares one embedding between source and target: write a joint vocabulary "
-             "(seqtape vocab without --separate)");
-      run.codec = sv.source;
-      run.vocab = run.codec->vocab();
-    } else {
-      run.vocab = opt.vocab.empty() ? build_vocab(pairs) : Vocab::load(opt.vocab);
-      run.codec = std::make_shared<const CharCodec>(run.vocab);
-    }
+    run.codec = codec_from_options(opt, pairs);
+    run.vocab = run.codec->vocab();
     run.cfg = opt.model;
     if (opt.model_vocab_size_given && run.cfg.vocab_size != static_cast<int64_t>(run.vocab.size()))
       fail("train", "the configuration's vocab_size " + std::to_string(run.cfg.vocab_size) +
@@ -134,6 +146,20 @@ void choose_vocab_and_config(const TrainOptions& opt, const std::vector<TextPair
     fail("train", "the configuration's vocab_size " + std::to_string(run.cfg.vocab_size) +
                       " differs from the vocabulary's " + std::to_string(run.vocab.size()) +
                       " tokens");
+}
+
+// What the run is started with, checked against the checkpoint's record on --resume: the
+// vocabulary and model the options give now (not the checkpoint's), so a change is named.
+void record_run(const TrainOptions& opt, const std::vector<TextPair>& pairs, Run& run) {
+  // Resuming without --vocab takes the checkpoint's tokenizer (the data's fingerprint still
+  // guards the data); a --vocab given on resume must be the run's own.
+  const Vocab now_vocab =
+      !run.resuming || opt.vocab.empty() ? run.vocab : codec_from_options(opt, pairs)->vocab();
+  ModelConfig now_cfg = run.resuming ? opt.model : run.cfg;
+  now_cfg.vocab_size = static_cast<int64_t>(now_vocab.size());
+  std::string tokens;
+  for (const std::string& t : now_vocab.tokens()) tokens += t + "\n";
+  run.record = run_record(opt, now_cfg.to_json().dump(), text_fingerprint(tokens));
 }
 
 // --valid, or a seeded hold-out of --data; with too little data, validation on the training set.
@@ -208,6 +234,24 @@ void make_model_and_optimizer(const TrainOptions& opt, Run& run) {
   run.rng = Rng(opt.seed ^ 0x5eedull);
 }
 
+// Refuses a resume whose options or data differ from the record in the checkpoint, naming
+// each difference; restores the best-checkpoint bookkeeping.
+void check_resumed_record(Run& run) {
+  nlohmann::json stored;
+  try {
+    stored = nlohmann::json::parse(run.resumed.metrics_json);
+  } catch (const nlohmann::json::exception& e) {
+    fail(run.ckpt_path, std::string("invalid run record: ") + e.what());
+  }
+  check_resume(stored, run.record, run.ckpt_path);
+  if (stored.contains("best")) {
+    const auto& b = stored.at("best");
+    run.best_value = b.value("value", 0.0);
+    run.best_step = b.value("step", int64_t{-1});
+    run.bad_evals = b.value("bad_evals", int64_t{0});
+  }
+}
+
 // Weights, optimizer, dropout generator, data order and step from the checkpoint.
 void resume(Run& run, std::ostream& log) {
   const Checkpoint& c = run.resumed;
@@ -227,6 +271,8 @@ void resume(Run& run, std::ostream& log) {
   } catch (const std::exception&) {
     fail(run.ckpt_path, "invalid random-generator state (rng_state); the checkpoint cannot resume");
   }
+  // The checkpoint is intact; now the options and data must be the run's own.
+  check_resumed_record(run);
   try {
     run.loader->set_state(loader_state_from(c.loader_state_json, run.ckpt_path));
   } catch (const Error& e) {
@@ -249,6 +295,7 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
   if (run.resuming) run.resumed = load_checkpoint(run.ckpt_path);
   std::vector<TextPair> pairs = read_tsv(opt.data);
   choose_vocab_and_config(opt, pairs, run);
+  record_run(opt, pairs, run);
   split_data(opt, std::move(pairs), run);
   check_memory_budget(
       training_memory(run.cfg, opt.batch, longest_example(run.split.train, run.cfg)), "train");
@@ -259,8 +306,9 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
 }
 
 void write_run_files(const std::string& out_dir, const Run& run) {
-  std::ofstream(fs::path(out_dir) / "config.json") << run.cfg.to_json().dump(2) << "\n";
-  run.vocab.save((fs::path(out_dir) / "vocab.txt").string());
+  const std::string config = run.cfg.to_json().dump(2) + "\n";
+  write_file_atomic((fs::path(out_dir) / "config.json").string(), {config});
+  run.vocab.save((fs::path(out_dir) / "vocab.txt").string());  // checked: an Error names it
   if (run.codec->kind() == kSentencePieceCodec)
     write_file_atomic((fs::path(out_dir) / kJointModelFile).string(),
                       {std::string_view(run.codec->model_bytes())});
@@ -315,31 +363,89 @@ Checkpoint checkpoint_of(const Run& run) {
   c.step = run.step;
   c.rng_state = run.rng.state();
   c.loader_state_json = loader_state_json(run.loader->state()).dump();
-  c.metrics_json = "{}";
   c.tokenizer_kind = std::string(run.codec->kind());
   c.tokenizer_model = run.codec->model_bytes();
+  nlohmann::json m = {{"run", run.record}};
+  if (run.best_step >= 0)
+    m["best"] = {{"value", run.best_value}, {"step", run.best_step}, {"bad_evals", run.bad_evals}};
+  c.metrics_json = m.dump();
   return c;
 }
 
 // Saves the run at its current step, or stops training with a message naming the last good
 // checkpoint. A weight can go NaN/Inf without the loss noticing (ReLU maps NaN to 0): such a
 // model must not replace the last good checkpoint.
-void save_or_fail(Run& run) {
+void save_to(const Run& run, const std::string& path) {
   for (const auto& [n, p] : run.params) {
     try {
-      check_finite(p.value(), n, run.ckpt_path);
+      check_finite(p.value(), n, path);
     } catch (const Error& e) {
       stop_at(run.step, e.what(), "not saved", run, true);
     }
   }
   try {
-    save_checkpoint(run.ckpt_path, checkpoint_of(run));
+    save_checkpoint(path, checkpoint_of(run));
   } catch (const Error& e) {
     fail("step " + std::to_string(run.step),
          std::string("saving the checkpoint failed: ") + e.what() +
              "; training stopped; the last good checkpoint " + last_good(run) + " is intact");
   }
+}
+
+// checkpoint-STEP.bin beside checkpoint.bin, keeping the newest `keep` of them.
+void keep_last_checkpoints(const Run& run, int64_t keep) {
+  const fs::path dir = fs::path(run.ckpt_path).parent_path();
+  save_to(run, (dir / ("checkpoint-" + std::to_string(run.step) + ".bin")).string());
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with("checkpoint-") || !name.ends_with(".bin")) continue;
+    const std::string digits = name.substr(11, name.size() - 15);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    found.emplace_back(std::stoll(digits), it->path());
+  }
+  std::sort(found.begin(), found.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < found.size(); ++i) {
+    std::error_code rm;
+    fs::remove(found[i].second, rm);
+  }
+}
+
+void save_or_fail(Run& run, const TrainOptions& opt) {
+  save_to(run, run.ckpt_path);
   run.last_saved = run.step;
+  if (opt.keep_last > 0) keep_last_checkpoints(run, opt.keep_last);
+}
+
+// The value of --best-metric in an evaluation, oriented so that larger is better.
+double score_of(const std::string& metric, const EvalResult& ev) {
+  if (metric == "loss") return -ev.loss;
+  if (metric == "chrf") return ev.chrf;
+  if (metric == "bleu") return ev.bleu;
+  if (metric == "exact") return ev.exact_match;
+  return -ev.ter;  // "ter"
+}
+
+// Updates best.bin after an evaluation; returns true when patience has run out.
+bool after_evaluation(Run& run, const TrainOptions& opt, const EvalResult& ev, std::ostream& log) {
+  if (opt.best_metric.empty()) return false;
+  const double v = score_of(opt.best_metric, ev);
+  if (run.best_step < 0 || v > run.best_value) {
+    run.best_value = v;
+    run.best_step = run.step;
+    run.bad_evals = 0;
+    save_to(run, (fs::path(run.ckpt_path).parent_path() / "best.bin").string());
+    return false;
+  }
+  ++run.bad_evals;
+  if (opt.patience > 0 && run.bad_evals >= opt.patience) {
+    log << "early stop at step " << run.step << ": " << opt.best_metric << " has not improved in "
+        << run.bad_evals << " evaluations since step " << run.best_step << "\n";
+    return true;
+  }
+  return false;
 }
 
 Var forward_loss(Run& run, const TrainOptions& opt, const Batch& b) {
@@ -415,10 +521,13 @@ EvalResult evaluate_run(Run& run, const TrainOptions& opt) {
 
 void log_validation(const TrainReport& rep, const std::string& written, std::ostream& log) {
   char buf[256];
-  std::snprintf(
-      buf, sizeof buf, "validation: loss %.4f, greedy exact match %.2f%% (%lld examples%s)\n",
-      rep.valid.loss, 100 * rep.valid.exact_match, static_cast<long long>(rep.valid.examples),
-      rep.valid_is_train ? ", the training set" : ", held out");
+  std::snprintf(buf, sizeof buf,
+                "validation: loss %.4f, token accuracy %.2f%%, greedy exact match %.2f%% (%lld "
+                "examples%s), chrF %.2f, BLEU %.2f, TER %.4f, SER %.4f\n",
+                rep.valid.loss, 100 * rep.valid.token_accuracy, 100 * rep.valid.exact_match,
+                static_cast<long long>(rep.valid.examples),
+                rep.valid_is_train ? ", the training set" : ", held out", rep.valid.chrf,
+                rep.valid.bleu, rep.valid.ter, rep.valid.ser);
   log << buf;
   for (const auto& [src, got] : rep.valid.samples)
     log << "  greedy decode: " << src << " -> " << got << "\n";
@@ -427,13 +536,26 @@ void log_validation(const TrainReport& rep, const std::string& written, std::ost
 
 }  // namespace
 
+std::string best_metric_problem(const TrainOptions& opt) {
+  const std::string& m = opt.best_metric;
+  if (m.empty()) return opt.patience > 0 ? "--patience needs --best-metric" : "";
+  if (m != "loss" && m != "chrf" && m != "bleu" && m != "exact" && m != "ter")
+    return "--best-metric must be one of loss, chrf, bleu, exact, ter (got '" + m + "')";
+  if (opt.eval_every <= 0)
+    return "--best-metric " + m + " needs periodic evaluation: give --eval-every N";
+  if (m != "loss" && opt.eval_max <= 0)
+    return "--best-metric " + m + " scores decoded outputs, which --eval-max 0 turns off";
+  return "";
+}
+
 TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (opt.out_dir.empty()) fail("train", "no output directory (--out)");
   if (opt.batch < 1) fail("train", "batch size must be >= 1");
   if (opt.batch_tokens < 0) fail("train", "--batch-tokens must be >= 0 (0: batches of --batch)");
   if (opt.accum < 1) fail("train", "--accum must be >= 1");
+  if (const std::string p = best_metric_problem(opt); !p.empty()) fail("train", p);
   if (opt.threads > 0) kernels::blas_set_num_threads(opt.threads);
-  fs::create_directories(opt.out_dir);
+  const RunDir run_dir(opt.out_dir, opt.resume, opt.overwrite);  // held until train() returns
   Run run = start_run(opt, log);
   write_run_files(opt.out_dir, run);
   log_summary(opt, run, log);
@@ -446,13 +568,24 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   rep.first_step = run.step + 1;
   rep.valid_is_train = run.valid_is_train;
   rep.checkpoint = run.ckpt_path;
+  const StopSignals signals;  // SIGINT/SIGTERM: save at the end of the step and stop
   while (run.step < run.total_steps) {
     const StepStats s = train_step(run, opt, tlog);
     rep.losses.push_back(s.loss);
     tlog.step(s);
-    if (opt.eval_every > 0 && s.step % opt.eval_every == 0 && s.step != run.total_steps)
-      tlog.evaluation(s.step, evaluate_run(run, opt), true);
-    if (opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run);
+    if (opt.eval_every > 0 && s.step % opt.eval_every == 0 && s.step != run.total_steps) {
+      const EvalResult ev = evaluate_run(run, opt);
+      tlog.evaluation(s.step, ev, true);
+      if (after_evaluation(run, opt, ev, log)) rep.early_stopped = true;
+    }
+    if (opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run, opt);
+    if ((rep.stop_signal = StopSignals::received()) != 0 || rep.early_stopped) break;
+    if (opt.time_limit > 0 && tlog.seconds() >= opt.time_limit) {
+      tlog.break_line();
+      log << "time limit of " << opt.time_limit << " s reached at step " << run.step << "\n";
+      rep.timed_out = true;
+      break;
+    }
   }
   tlog.break_line();
   rep.last_step = run.step;
@@ -465,11 +598,25 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
                   100.0 * rep.padding_fraction);
     log << buf;
   }
-  if (run.last_saved != run.step) save_or_fail(run);
+  if (run.last_saved != run.step) save_or_fail(run, opt);
   Tape::current().clear();
+  if (rep.stop_signal != 0) {
+    log << "stopped by signal " << rep.stop_signal << " after step " << run.step << "; saved "
+        << run.ckpt_path << " (continue with --resume), " << tlog.finish() << "\n";
+    Tape::current().set_anomaly(false);
+    return rep;
+  }
   rep.valid = evaluate_run(run, opt);
   tlog.evaluation(run.step, rep.valid, false);
+  if (!rep.early_stopped) after_evaluation(run, opt, rep.valid, log);
+  rep.best_step = run.best_step;
+  rep.best_value = run.best_value;
   log_validation(rep, tlog.finish(), log);
+  if (run.best_step >= 0)
+    log << "best.bin: step " << run.best_step << ", " << opt.best_metric << " "
+        << (opt.best_metric == "loss" || opt.best_metric == "ter" ? -run.best_value
+                                                                  : run.best_value)
+        << "\n";
   Tape::current().set_anomaly(false);
   return rep;
 }

@@ -59,8 +59,15 @@ struct TrainOptions {
   int64_t save_every = 500;
   int64_t eval_max = 500;  // examples decoded for exact match
   bool resume = false;
-  int progress = -1;     // -1: a progress bar when stderr is a terminal; 0 off; 1 on
-  bool anomaly = false;  // name the first op whose result went non-finite
+  bool overwrite = false;  // replace the run in out_dir (otherwise refused unless resuming)
+  double time_limit = 0;   // seconds of training (wall clock) before saving and stopping; 0 off
+  // best.bin: the checkpoint at the best evaluation by this metric ("" none; loss, chrf, bleu,
+  // exact, ter). patience: stop after this many evaluations without improvement (0 off).
+  std::string best_metric;
+  int64_t patience = 0;
+  int64_t keep_last = 0;  // also keep the last N periodic checkpoints as checkpoint-STEP.bin
+  int progress = -1;      // -1: a progress bar when stderr is a terminal; 0 off; 1 on
+  bool anomaly = false;   // name the first op whose result went non-finite
   // Test hook: called after each step's loss is known, before backward (may poison data).
   std::function<void(int64_t step, TransformerModel&)> before_backward;
 };
@@ -74,7 +81,17 @@ struct TrainReport {
   EvalResult valid;
   bool valid_is_train = false;  // too little data to hold any out
   std::string checkpoint;
+  int stop_signal = 0;         // SIGINT/SIGTERM that stopped training (saved, not evaluated)
+  bool timed_out = false;      // stopped by time_limit
+  bool early_stopped = false;  // stopped by patience
+  double best_value = 0;       // of best_metric, at best_step (-1: no best.bin)
+  int64_t best_step = -1;
 };
+
+// "" when best_metric and patience can be used with these options, else the problem: an
+// unknown metric, or one the run cannot compute (no --eval-every; a decoding metric with
+// --eval-max 0). train() refuses such options; the CLI reports them as usage errors.
+std::string best_metric_problem(const TrainOptions& opt);
 
 TrainReport train(const TrainOptions& opt, std::ostream& log);
 

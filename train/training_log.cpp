@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "autograd/tensor.h"
+#include "train/envelope.h"
 #include "train/plot.h"
 
 namespace seqtape {
@@ -38,8 +40,9 @@ TrainingLog::TrainingLog(const std::string& out_dir, bool append, bool bar, int6
     metrics_.open(metrics_path_, std::ios::app);
   } else {
     metrics_.open(metrics_path_);
-    metrics_ << "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match\n";
+    metrics_ << kMetricsHeader << "\n";
   }
+  if (!metrics_) fail(metrics_path_, "cannot open for writing");
   metrics_.precision(17);  // losses round-trip exactly: resumed runs are compared bit for bit
 }
 
@@ -56,8 +59,8 @@ void TrainingLog::step(const StepStats& s) {
   const bool log_now = s.step % log_every_ == 0 || s.step == total_steps_ || s.step == first_step_;
   if (log_now) {
     metrics_ << s.step << ",train," << window_loss_ / static_cast<double>(window_n_) << "," << s.lr
-             << "," << s.grad_norm << "," << tps << "," << elapsed << ",\n";
-    metrics_.flush();
+             << "," << s.grad_norm << "," << tps << "," << elapsed << ",,,,,,\n";
+    check_written();
   }
   if (bar_)
     progress(s, elapsed, tps);
@@ -88,21 +91,35 @@ void TrainingLog::plain_line(const StepStats& s, double elapsed, double tps) con
 }
 
 void TrainingLog::evaluation(int64_t step, const EvalResult& ev, bool announce) {
-  metrics_ << step << ",valid," << ev.loss << ",,,,," << ev.exact_match << "\n";
+  metrics_ << step << ",valid," << ev.loss << ",,,,," << ev.exact_match << "," << ev.token_accuracy
+           << "," << ev.chrf << "," << ev.bleu << "," << ev.ter << "," << ev.ser << "\n";
+  check_written();
   if (!announce) return;
   break_line();
-  log_ << "eval at step " << step << ": validation loss " << ev.loss << ", exact match "
-       << 100 * ev.exact_match << "% of " << ev.examples << "\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "eval at step %lld: validation loss %.4f, token accuracy %.2f%%, exact match "
+                "%.2f%% of %lld, chrF %.2f, BLEU %.2f, TER %.4f, SER %.4f\n",
+                static_cast<long long>(step), ev.loss, 100 * ev.token_accuracy,
+                100 * ev.exact_match, static_cast<long long>(ev.examples), ev.chrf, ev.bleu, ev.ter,
+                ev.ser);
+  log_ << buf;
 }
 
 void TrainingLog::break_line() const {
   if (bar_) std::fprintf(stderr, "\n");
 }
 
+void TrainingLog::check_written() {
+  metrics_.flush();
+  if (!metrics_) fail(metrics_path_, "write failed (disk full or file not writable)");
+}
+
 std::string TrainingLog::finish() {
   metrics_.close();
-  std::ofstream(svg_path_) << loss_curve_svg(read_loss_series(metrics_path_),
-                                             "seqtape training loss");
+  if (metrics_.fail()) fail(metrics_path_, "write failed when closing (disk full?)");
+  const std::string svg = loss_curve_svg(read_loss_series(metrics_path_), "seqtape training loss");
+  write_file_atomic(svg_path_, {svg});
   return metrics_path_ + ", " + svg_path_;
 }
 

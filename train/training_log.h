@@ -22,6 +22,11 @@ struct StepStats {
   int64_t label_tokens = 0;
 };
 
+// metrics.csv's columns: the first eight as before; the validation metrics after them.
+inline constexpr const char* kMetricsHeader =
+    "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match,token_accuracy,chrf,bleu,"
+    "ter,ser";
+
 class TrainingLog {
  public:
   // Appends to <out_dir>/metrics.csv when `append` and the file exists (a resumed run),
@@ -38,12 +43,14 @@ class TrainingLog {
 
   double seconds() const;                     // since construction
   int64_t tokens() const { return tokens_; }  // label tokens of the steps logged
-  // Closes metrics.csv and draws loss.svg from it; returns the two paths for the log.
+  // Closes metrics.csv and draws loss.svg from it (each write checked: an Error names the
+  // file); returns the two paths for the log.
   std::string finish();
 
  private:
   void progress(const StepStats& s, double elapsed, double tps) const;
   void plain_line(const StepStats& s, double elapsed, double tps) const;
+  void check_written();  // an Error naming metrics.csv when a write failed
 
   std::string metrics_path_, svg_path_;
   std::ofstream metrics_;

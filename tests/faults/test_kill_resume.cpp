@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "autograd/rng.h"
 #include "fault_util.h"
 #include "train/checkpoint.h"
 
@@ -48,7 +49,7 @@ Losses read_losses(const std::string& metrics_csv) {
     for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
     if (line.ends_with(',')) f.push_back("");
     if (f.size() < 2 || f[1] != "train") continue;
-    if (f.size() != 8) {
+    if (f.size() != 13) {  // train/training_log.h kMetricsHeader
       ++l.partial;
       continue;
     }
@@ -109,9 +110,9 @@ class KillResume : public ::testing::Test {
 TEST_F(KillResume, FiftyKillsLoseNoCheckpointAndResumeIsBitIdentical) {
   const fs::path out = dir_.path() / "run";
   const std::string ckpt = (out / "checkpoint.bin").string();
-  std::mt19937_64 rng(20240611);
+  Rng rng(20240611);
   // Delays cover start-up, the first saves and steady training; a save is most of each step.
-  std::uniform_int_distribution<int> delay_us(2'000, 400'000);
+  auto delay_us = [](Rng& r) { return 2'000 + static_cast<int>(r.below(398'001)); };
   int64_t last_step = -1;
   int during_save = 0, before_first_save = 0;
   std::vector<pid_t> killed;
@@ -193,6 +194,48 @@ TEST_F(KillResume, FiftyKillsLoseNoCheckpointAndResumeIsBitIdentical) {
       "%lld cut short by a kill)\n",
       static_cast<long long>(compared), static_cast<long long>(got.rows), kKills + 1,
       static_cast<long long>(got.partial));
+}
+
+// SIGTERM (and SIGINT) mid-run: the run saves at the end of the step it is in and exits 143
+// (130); --resume then continues with the losses of an uninterrupted run, bit for bit.
+TEST_F(KillResume, SigtermSavesThenResumeIsBitIdentical) {
+  for (const int sig : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE("signal " + std::to_string(sig));
+    const std::string name = "sig" + std::to_string(sig);
+    const fs::path out = dir_.path() / name;
+    // --save-every far away: only the signal can make the run save before it ends.
+    const pid_t pid = spawn_cli(train_args(name, 1'000'000, 1'000'000, false), dir_.path().string(),
+                                dir_.file(name + ".out"), dir_.file(name + ".err"));
+    // Wait until it has logged a few steps (the handlers are installed before step 1).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    const std::string csv = (out / "metrics.csv").string();
+    while ((!fs::exists(csv) || read_losses(csv).rows < 3) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_EQ(::kill(pid, sig), 0);
+    const int code = wait_child(pid);
+    ASSERT_EQ(code, 128 + sig) << read_file(dir_.file(name + ".err"));
+    EXPECT_NE(read_file(dir_.file(name + ".out")).find("stopped by signal"), std::string::npos);
+    const int64_t stopped_at = load_checkpoint((out / "checkpoint.bin").string()).step;
+    EXPECT_GE(stopped_at, 3);
+    const Losses before = read_losses((out / "metrics.csv").string());
+    EXPECT_EQ(before.by_step.rbegin()->first, stopped_at) << "the last step run was not saved";
+
+    const int64_t final_step = stopped_at + 6;
+    const CliResult fin =
+        run_cli(train_args(name, final_step, 1'000'000, true), dir_.path().string());
+    ASSERT_EQ(fin.exit_code, 0) << fin.err;
+    const CliResult ref =
+        run_cli(train_args(name + "_ref", final_step, 1'000'000, false), dir_.path().string());
+    ASSERT_EQ(ref.exit_code, 0) << ref.err;
+    const Losses got = read_losses((out / "metrics.csv").string());
+    const Losses want = read_losses((dir_.path() / (name + "_ref") / "metrics.csv").string());
+    ASSERT_EQ(static_cast<int64_t>(got.by_step.size()), final_step);
+    EXPECT_EQ(got.conflicts, 0);
+    for (const auto& [step, loss] : want.by_step)
+      EXPECT_EQ(got.by_step.at(step), loss)
+          << "loss differs from the uninterrupted run at step " << step;
+  }
 }
 
 }  // namespace

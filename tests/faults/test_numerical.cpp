@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "autograd/rng.h"
 #include "fault_util.h"
 #include "train/checkpoint.h"
 #include "train/copy_task.h"
@@ -124,6 +125,7 @@ TEST_F(NumericalFaults, NaNGradientRejectsThatStepNamingTheParameter) {
   for (bool anomaly : {false, true}) {
     SCOPED_TRACE(anomaly ? "anomaly" : "plain");
     TrainOptions o = options(8, 1, anomaly);
+    o.overwrite = true;  // the second pass replaces the first pass's run in the same --out
     o.before_backward = [](int64_t step, TransformerModel& m) {
       if (step == 5) {
         // zero_grad dropped the gradient; give it one holding a NaN, which backward adds to.
@@ -192,15 +194,14 @@ TEST(AnomalyMode, MaskedFillWithMinusInfIsNotAnAnomalyButWhatItKeepsIs) {
 // ---- clipping ----------------------------------------------------------------------------
 
 // Parameters of the given sizes and dtypes whose gradients are `scale` x N(0, 1).
-NamedParams random_grads(std::mt19937_64& rng, const std::vector<std::pair<int64_t, DType>>& spec,
+NamedParams random_grads(Rng& rng, const std::vector<std::pair<int64_t, DType>>& spec,
                          double scale) {
-  std::normal_distribution<double> normal;
   NamedParams ps;
   for (size_t i = 0; i < spec.size(); ++i) {
     const auto [n, dtype] = spec[i];
     Var p(Tensor::zeros({n}, dtype), true);
     Tensor g = Tensor::zeros({n}, dtype);
-    for (int64_t j = 0; j < n; ++j) g.set(j, scale * normal(rng));
+    for (int64_t j = 0; j < n; ++j) g.set(j, scale * rng.normal());
     accumulate_grad(*p.impl(), g, "test");
     ps.push_back({"p" + std::to_string(i), p});
   }
@@ -208,8 +209,8 @@ NamedParams random_grads(std::mt19937_64& rng, const std::vector<std::pair<int64
 }
 
 TEST(ClippingFaults, GlobalNormIsAtMostMaxNormForAnyScaleAndDtype) {
-  std::mt19937_64 rng(42);
-  std::uniform_int_distribution<int64_t> size(1, 300);
+  Rng rng(42);
+  auto size = [](Rng& r) { return 1 + static_cast<int64_t>(r.below(300)); };
   int clipped = 0;
   for (int trial = 0; trial < 400; ++trial) {
     std::vector<std::pair<int64_t, DType>> spec;
@@ -236,7 +237,7 @@ TEST(ClippingFaults, GlobalNormIsAtMostMaxNormForAnyScaleAndDtype) {
 }
 
 TEST(ClippingFaults, NonFiniteNormIsAnErrorAndNothingIsScaled) {
-  std::mt19937_64 rng(7);
+  Rng rng(7);
   for (double bad : {kNaN, kInf, -kInf}) {
     NamedParams ps = random_grads(rng, {{5, DType::F32}, {4, DType::F64}}, 100.0);
     Tensor g = ps[1].second.grad();  // shares the gradient's buffer

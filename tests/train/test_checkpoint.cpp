@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 
+#include "autograd/rng.h"
 #include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/envelope.h"
@@ -183,8 +184,8 @@ TEST(Checkpoint, EveryTruncatedFileThrowsNamingThePath) {
 
 TEST(Checkpoint, ThousandRandomBitFlipsAllThrow) {
   const std::string bytes = checkpoint_to_bytes(make_checkpoint());
-  std::mt19937_64 rng(20240611);
-  std::uniform_int_distribution<size_t> bit(0, bytes.size() * 8 - 1);
+  Rng rng(20240611);
+  auto bit = [&](Rng& r) { return static_cast<size_t>(r.below(bytes.size() * 8)); };
   for (int i = 0; i < 1000; ++i) {
     std::string damaged = bytes;
     const size_t b = bit(rng);
@@ -197,8 +198,8 @@ TEST(Checkpoint, BitFlipsInFilesThrowNamingThePath) {
   TempDir dir;
   const std::string bytes = checkpoint_to_bytes(make_checkpoint());
   const std::string path = dir.file("flip.bin");
-  std::mt19937_64 rng(7);
-  std::uniform_int_distribution<size_t> bit(0, bytes.size() * 8 - 1);
+  Rng rng(7);
+  auto bit = [&](Rng& r) { return static_cast<size_t>(r.below(bytes.size() * 8)); };
   for (int i = 0; i < 50; ++i) {
     std::string damaged = bytes;
     const size_t b = bit(rng);
@@ -339,9 +340,9 @@ TEST(Checkpoint, EveryTruncatedPayloadWithValidChecksumThrows) {
 // must never escape as anything other than a seqtape::Error.
 TEST(Checkpoint, RandomPayloadDamageWithValidChecksumNeverCrashes) {
   const std::string payload = checkpoint_to_bytes(make_checkpoint()).substr(kEnvelopeHeaderSize);
-  std::mt19937_64 rng(99);
-  std::uniform_int_distribution<size_t> pos(0, payload.size() - 1);
-  std::uniform_int_distribution<int> byte(0, 255);
+  Rng rng(99);
+  auto pos = [&](Rng& r) { return static_cast<size_t>(r.below(payload.size())); };
+  auto byte = [](Rng& r) { return static_cast<int>(r.below(256)); };
   int rejected = 0;
   for (int i = 0; i < 2000; ++i) {
     std::string damaged = payload;

@@ -72,6 +72,13 @@ TEST(Trainer, SeedPresetLearnsTheReferenceSentenceAndDecodesItBack) {
   EXPECT_LT(r.losses.back(), 0.01) << log.str();
   EXPECT_TRUE(r.valid_is_train);
   EXPECT_EQ(r.valid.exact_match, 1.0);
+  // An exact greedy decode: every teacher-forced argmax is right, and the text scores are perfect.
+  EXPECT_EQ(r.valid.token_accuracy, 1.0);
+  EXPECT_EQ(r.valid.chrf, 100.0);
+  EXPECT_EQ(r.valid.ter, 0.0);
+  EXPECT_EQ(r.valid.ser, 0.0);
+  ASSERT_EQ(r.valid.hypotheses.size(), 1u);
+  EXPECT_EQ(r.valid.hypotheses[0], "今天天气很好");
 
   // Decode 今天天气很好 back from the saved checkpoint's weights.
   Checkpoint c = load_checkpoint((out / "checkpoint.bin").string());
@@ -360,6 +367,11 @@ TEST(TrainingLog, WritesWindowMeansEveryLogEveryStepsAndValidationRows) {
     EvalResult ev;
     ev.loss = 0.25;
     ev.exact_match = 0.5;
+    ev.token_accuracy = 0.75;
+    ev.chrf = 40.5;
+    ev.bleu = 12.25;
+    ev.ter = 0.125;
+    ev.ser = 0.5;
     tl.evaluation(5, ev, false);
     EXPECT_EQ(tl.tokens(), 50);
     EXPECT_HAS(tl.finish(), "metrics.csv");
@@ -368,12 +380,15 @@ TEST(TrainingLog, WritesWindowMeansEveryLogEveryStepsAndValidationRows) {
   std::vector<std::string> rows;
   for (std::string line; std::getline(in, line);) rows.push_back(line);
   ASSERT_EQ(rows.size(), 6u);  // header; steps 1 (first), 2, 4, 5 (last); the validation row
-  EXPECT_EQ(rows[0], "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match");
+  EXPECT_EQ(rows[0],
+            "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match,token_accuracy,chrf,"
+            "bleu,ter,ser");
   EXPECT_EQ(rows[1].substr(0, 10), "1,train,1,");
   EXPECT_EQ(rows[2].substr(0, 10), "2,train,2,");    // the window since step 1: step 2 alone
   EXPECT_EQ(rows[3].substr(0, 12), "4,train,3.5,");  // mean of steps 3 and 4
   EXPECT_EQ(rows[4].substr(0, 10), "5,train,5,");
-  EXPECT_EQ(rows[5], "5,valid,0.25,,,,,0.5");
+  EXPECT_EQ(rows[5], "5,valid,0.25,,,,,0.5,0.75,40.5,12.25,0.125,0.5");
+  EXPECT_EQ(std::count(rows[1].begin(), rows[1].end(), ','), 12);  // every row has 13 columns
   EXPECT_TRUE(fs::exists(out / "loss.svg"));
   EXPECT_HAS(log.str(), "step 4/5  loss 3.5000");
   fs::remove_all(out);

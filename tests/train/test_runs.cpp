@@ -1,0 +1,276 @@
+// Runs that cannot be lost or mixed (train/run_dir.h), and the run's best and last
+// checkpoints, early stopping and the time limit (train/trainer.h).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <vector>
+
+#include "autograd/rng.h"
+#include "tests/test_util.h"
+#include "train/checkpoint.h"
+#include "train/copy_task.h"
+#include "train/envelope.h"
+#include "train/run_dir.h"
+#include "train/trainer.h"
+#include "train/training_log.h"
+
+namespace seqtape {
+namespace {
+
+namespace fs = std::filesystem;
+using test_util::error_of;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d =
+      fs::temp_directory_path() / ("seqtape_test_runs_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+struct CopyRun {
+  fs::path data, out;
+  TrainOptions o;
+  explicit CopyRun(const std::string& name)
+      : data(temp_dir(name + "_data")), out(temp_dir(name) / "run") {
+    CopyTaskOptions co;
+    co.n_train = 64;
+    co.n_valid = 6;
+    co.max_len = 5;
+    co.seed = 3;
+    write_copy_task(data.string(), generate_copy_task(co), co.alphabet);
+    o.data = (data / "train.tsv").string();
+    o.valid_data = (data / "valid.tsv").string();
+    o.vocab = (data / "vocab.txt").string();
+    o.out_dir = out.string();
+    o.model = preset("default", 2);
+    o.model.d_model = 16;
+    o.model.n_heads = 2;
+    o.model.d_ff = 32;
+    o.model.n_encoder_layers = o.model.n_decoder_layers = 1;
+    o.batch = 8;
+    o.steps = 4;
+    o.schedule.lr = 3e-3;
+    o.progress = 0;
+    o.eval_max = 3;
+    o.seed = 7;
+  }
+  ~CopyRun() {
+    fs::remove_all(data);
+    fs::remove_all(out.parent_path());
+  }
+  TrainReport run(const TrainOptions& opt) {
+    std::ostringstream log;
+    return train(opt, log);
+  }
+};
+
+TEST(RunDir, RefusesAnOutThatHoldsARunUnlessResumeOrOverwrite) {
+  CopyRun r("refuse");
+  r.run(r.o);
+  const std::string msg = error_of([&] { r.run(r.o); });
+  EXPECT_HAS(msg, "already holds a run");
+  EXPECT_HAS(msg, "--overwrite");
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, 4);  // untouched
+  TrainOptions over = r.o;
+  over.overwrite = true;
+  over.steps = 2;
+  EXPECT_EQ(r.run(over).last_step, 2);
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, 2);
+  TrainOptions resume = r.o;
+  resume.resume = true;
+  resume.steps = 5;  // the schedule length may change
+  EXPECT_EQ(r.run(resume).first_step, 3);
+}
+
+TEST(RunDir, ASecondWriterStopsAtTheLockNamingIt) {
+  CopyRun r("lock");
+  const RunDir held(r.out.string(), false, false);  // another "process" writing the run
+  const std::string msg = error_of([&] { r.run(r.o); });
+  EXPECT_HAS(msg, ".seqtape.lock");
+  EXPECT_HAS(msg, "another seqtape process");
+  EXPECT_FALSE(fs::exists(r.out / "checkpoint.bin"));
+  EXPECT_FALSE(fs::exists(r.out / "metrics.csv"));
+}
+
+TEST(RunDir, ResumeWithChangedOptionsOrDataNamesEachDifference) {
+  CopyRun r("changed");
+  r.run(r.o);
+  TrainOptions changed = r.o;
+  changed.resume = true;
+  changed.steps = 8;
+  changed.batch = 4;
+  changed.schedule.lr = 1e-3;
+  changed.model.d_ff = 64;
+  std::ofstream(r.data / "valid.tsv", std::ios::app) << "ab\tab\n";
+  const std::string msg = error_of([&] { r.run(changed); });
+  EXPECT_HAS(msg, "checkpoint.bin");
+  EXPECT_HAS(msg, "4 differences");
+  EXPECT_HAS(msg, "optimizer.batch was 8, now 4");
+  EXPECT_HAS(msg, "optimizer.lr");
+  EXPECT_HAS(msg, "model.d_ff was 32, now 64");
+  EXPECT_HAS(msg, "data.valid was");
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, 4);
+}
+
+TEST(RunDir, ResumeWithAnotherVocabularyIsRefused) {
+  CopyRun r("vocab");
+  r.run(r.o);
+  std::ofstream(r.data / "vocab.txt", std::ios::app) << "extra\n";
+  TrainOptions again = r.o;
+  again.resume = true;
+  const std::string msg = error_of([&] { r.run(again); });
+  EXPECT_HAS(msg, "vocabulary was");
+  EXPECT_HAS(msg, "model.vocab_size");
+}
+
+TEST(BestCheckpoint, BestBinAndTheLastNStepCheckpoints) {
+  CopyRun r("best");
+  TrainOptions o = r.o;
+  o.steps = 10;
+  o.eval_every = 2;
+  o.save_every = 2;
+  o.keep_last = 2;
+  o.best_metric = "loss";
+  const TrainReport rep = r.run(o);
+  ASSERT_GE(rep.best_step, 2);
+  const Checkpoint best = load_checkpoint((r.out / "best.bin").string());
+  EXPECT_EQ(best.step, rep.best_step);
+  EXPECT_TRUE(fs::exists(r.out / "checkpoint-8.bin"));
+  EXPECT_TRUE(fs::exists(r.out / "checkpoint-10.bin"));
+  EXPECT_FALSE(fs::exists(r.out / "checkpoint-6.bin"));
+  EXPECT_FALSE(fs::exists(r.out / "checkpoint-2.bin"));
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint-8.bin").string()).step, 8);
+  // metrics.csv has a validation row per evaluation with the new columns.
+  std::ifstream in(r.out / "metrics.csv");
+  int valid_rows = 0;
+  for (std::string line; std::getline(in, line);)
+    valid_rows += line.find(",valid,") != std::string::npos;
+  EXPECT_EQ(valid_rows, 5);  // steps 2, 4, 6, 8 and the final evaluation at 10
+}
+
+TEST(BestCheckpoint, PatienceStopsAfterNEvaluationsWithoutImprovement) {
+  CopyRun r("patience");
+  TrainOptions o = r.o;
+  o.steps = 40;
+  o.eval_every = 2;
+  o.schedule.lr = 1e-12;  // nothing is learned: exact match stays where it starts
+  o.best_metric = "exact";
+  o.patience = 2;
+  const TrainReport rep = r.run(o);
+  EXPECT_TRUE(rep.early_stopped);
+  EXPECT_EQ(rep.best_step, 2);
+  EXPECT_EQ(rep.last_step, 6);  // evaluations at 4 and 6 did not improve on 2
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, 6);
+}
+
+TEST(BestCheckpoint, TimeLimitStopsThenSavesAndEvaluates) {
+  CopyRun r("time");
+  TrainOptions o = r.o;
+  o.steps = 1000;
+  o.time_limit = 1e-9;  // reached after the first step
+  const TrainReport rep = r.run(o);
+  EXPECT_TRUE(rep.timed_out);
+  EXPECT_EQ(rep.last_step, 1);
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, 1);
+  EXPECT_EQ(rep.valid.examples, 3);  // evaluated
+}
+
+TEST(BestCheckpoint, AMetricTheRunCannotComputeIsRefused) {
+  TrainOptions o;
+  o.best_metric = "loss";
+  EXPECT_HAS(best_metric_problem(o), "--eval-every");
+  o.eval_every = 5;
+  EXPECT_EQ(best_metric_problem(o), "");
+  o.best_metric = "wer";
+  EXPECT_HAS(best_metric_problem(o), "one of loss, chrf, bleu, exact, ter");
+  o.best_metric = "chrf";
+  o.eval_max = 0;
+  EXPECT_HAS(best_metric_problem(o), "--eval-max 0");
+  o.best_metric = "";
+  o.patience = 3;
+  EXPECT_HAS(best_metric_problem(o), "--patience needs --best-metric");
+}
+
+// The project's own distributions (autograd/rng.h): these numbers are the same under any
+// standard library (they are also what libstdc++'s distributions give for these seeds).
+TEST(Rng, ASeedGivesTheSameNumbersUnderAnyStandardLibrary) {
+  Rng r(1);
+  EXPECT_EQ(r.normal(), -0.38683176162103994);
+  EXPECT_EQ(r.normal(), 0.68682363917932543);
+  EXPECT_EQ(r.below(10), 4u);
+  EXPECT_EQ(r.below(1000003), 74425u);
+  EXPECT_EQ(r.below(0), 0u);
+  // below() is uniform: 60000 draws over 6 values land within 2% of 10000 each.
+  Rng u(5);
+  int count[6] = {};
+  for (int i = 0; i < 60000; ++i) ++count[u.below(6)];
+  for (int c : count) EXPECT_NEAR(c, 10000, 200);
+}
+
+TEST(Rng, NoStandardLibraryDistributionIsUsedAnywhere) {
+  const std::string std_prefix = "std::";
+  const std::vector<std::string> names = {"uniform_int_distribution", "uniform_real_distribution",
+                                          "normal_distribution",      "bernoulli_distribution",
+                                          "discrete_distribution",    "std::shuffle"};
+  int scanned = 0;
+  for (const char* dir :
+       {"autograd", "nn", "train", "infer", "cli", "tests", "bench", "fuzz", "reference", "web"}) {
+    const fs::path root = fs::path(SEQTAPE_SOURCE_DIR) / dir;
+    if (!fs::exists(root)) continue;
+    for (const auto& e : fs::recursive_directory_iterator(root)) {
+      const std::string ext = e.path().extension().string();
+      if (ext != ".cpp" && ext != ".h") continue;
+      std::ifstream in(e.path());
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      ++scanned;
+      for (const std::string& n : names) {
+        const std::string use = n.starts_with(std_prefix) ? n + "(" : std_prefix + n + "<";
+        EXPECT_EQ(text.find(use), std::string::npos) << e.path() << " uses " << use;
+      }
+    }
+  }
+  EXPECT_GT(scanned, 50);
+}
+
+}  // namespace
+}  // namespace seqtape
+
+namespace seqtape {
+namespace {
+
+// Every write is checked: metrics.csv on a full disk (/dev/full) and loss.svg with the
+// injected write fault are Errors naming the file, never a silent empty file.
+TEST(CheckedWrites, MetricsCsvOnAFullDiskIsAnErrorNamingIt) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const fs::path out = temp_dir("devfull");
+  fs::create_symlink("/dev/full", out / "metrics.csv");
+  std::ostringstream log;
+  const std::string msg = error_of([&] {
+    TrainingLog tl(out.string(), true, false, 1, 1, 3, log);
+    tl.step({1, 1.0, 0.1, 0.5, 10});
+  });
+  EXPECT_HAS(msg, "metrics.csv");
+  EXPECT_HAS(msg, "write failed");
+  fs::remove_all(out);
+}
+
+TEST(CheckedWrites, LossSvgThatCannotBeWrittenIsAnErrorNamingIt) {
+  const fs::path out = temp_dir("svgfail");
+  std::ostringstream log;
+  TrainingLog tl(out.string(), false, false, 1, 1, 1, log);
+  tl.step({1, 1.0, 0.1, 0.5, 10});
+  set_write_fault_for_testing(0);
+  const std::string msg = error_of([&] { tl.finish(); });
+  clear_write_fault_for_testing();
+  EXPECT_HAS(msg, "loss.svg");
+  EXPECT_FALSE(fs::exists(out / "loss.svg"));
+  fs::remove_all(out);
+}
+
+}  // namespace
+}  // namespace seqtape
