@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <type_traits>
 #include <sstream>
+#include <type_traits>
 
 #include "autograd/profile.h"
 
