@@ -81,7 +81,7 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
   });
   const bool grad = wants_grad({&a, &b});
   return make_result(
-      op, std::move(out), grad, [ai = a.shared(), bi = b.shared(), bc, ga, gb, op](VarImpl& o) {
+      op, std::move(out), grad, [ai = a.shared(), bi = b.shared(), bc, ga, gb](VarImpl& o) {
         dispatch(o.value.dtype(), [&](auto tag) {
           using T = decltype(tag);
           const T* g = o.grad.data<T>();
@@ -89,7 +89,6 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
           const T* pb = bi->value.data<T>();
           const T* po = o.value.data<T>();
           // dA += ∂f/∂a · g, dB += ∂f/∂b · g (summed where broadcast)
-          (void)op;
           const int64_t n = o.value.numel();
           // Gradients whose every element is written here (same shape) need no zero fill
           // when new; summed ones (broadcast) accumulate.

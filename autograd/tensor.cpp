@@ -89,7 +89,7 @@ struct Buffer {
   explicit Buffer(size_t bytes) {
     bucket = bucket_of(bytes);
     if (bucket >= kBuckets)
-      throw Error("Tensor: allocation of " + std::to_string(bytes) + " bytes is too large");
+      fail("Tensor", "allocation of " + std::to_string(bytes) + " bytes is too large");
     Pool& p = pool();
     {
       std::lock_guard<std::mutex> lock(p.mu);
@@ -112,7 +112,7 @@ struct Buffer {
       if (!ptr) {
         std::lock_guard<std::mutex> lock(p.mu);
         p.in_use -= size_t{1} << bucket;
-        throw Error("Tensor: out of memory allocating " + std::to_string(bytes) + " bytes");
+        fail("Tensor", "out of memory allocating " + std::to_string(bytes) + " bytes");
       }
     }
   }
@@ -159,7 +159,7 @@ Tensor Tensor::empty(Shape shape, DType dtype) {
   t.numel_ = shape_numel(shape);
   // nbytes() must not wrap around (a [2^61] f64 tensor would get a 1-byte buffer).
   if (static_cast<uint64_t>(t.numel_) > (uint64_t{1} << 62) / dtype_size(dtype))
-    throw Error("Tensor: shape " + shape_str(shape) + " is too large to allocate");
+    fail("Tensor", "shape " + shape_str(shape) + " is too large to allocate");
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.buf_ = std::make_shared<Buffer>(std::max<size_t>(1, t.nbytes()));

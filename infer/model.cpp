@@ -8,10 +8,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "nn/param_names.h"
 #include "nn/sinusoidal.h"
 #include "train/weights.h"
 
 namespace seqtape {
+
+namespace pn = param_name;
 
 namespace {
 
@@ -40,25 +43,92 @@ class ParamTable {
   std::map<std::string, const Tensor*> by_name_;
 };
 
+// "<parent>.<leaf>": a dotted parameter path.
+std::string dotted(const std::string& parent, const std::string& leaf) {
+  return parent + "." + leaf;
+}
+
 AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig& c) {
   AttnParams a;
-  a.wq = t.get(p + ".wq");
-  a.bq = t.maybe(p + ".bq", c.attn_bias);
-  a.wk = t.get(p + ".wk");
-  a.bk = t.maybe(p + ".bk", c.attn_bias);
-  a.wv = t.get(p + ".wv");
-  a.bv = t.maybe(p + ".bv", c.attn_bias);
-  a.wo = t.get(p + ".wo");
-  a.bo = t.maybe(p + ".bo", c.attn_bias);
+  a.wq = t.get(dotted(p, pn::kWq));
+  a.bq = t.maybe(dotted(p, pn::kBq), c.attn_bias);
+  a.wk = t.get(dotted(p, pn::kWk));
+  a.bk = t.maybe(dotted(p, pn::kBk), c.attn_bias);
+  a.wv = t.get(dotted(p, pn::kWv));
+  a.bv = t.maybe(dotted(p, pn::kBv), c.attn_bias);
+  a.wo = t.get(dotted(p, pn::kWo));
+  a.bo = t.maybe(dotted(p, pn::kBo), c.attn_bias);
   return a;
 }
 NormParams take_norm(ParamTable& t, const std::string& p, const ModelConfig& c) {
   const bool on = c.norm != NormPlacement::None;
-  return {t.maybe(p + ".gamma", on), t.maybe(p + ".beta", on)};
+  return {t.maybe(dotted(p, pn::kGamma), on), t.maybe(dotted(p, pn::kBeta), on)};
 }
 FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
-  return {t.get(p + ".w1"), t.maybe(p + ".b1", c.ffn_bias), t.get(p + ".w2"),
-          t.maybe(p + ".b2", c.ffn_bias)};
+  return {t.get(dotted(p, pn::kW1)), t.maybe(dotted(p, pn::kB1), c.ffn_bias),
+          t.get(dotted(p, pn::kW2)), t.maybe(dotted(p, pn::kB2), c.ffn_bias)};
+}
+// A stack's final norm: pre-norm only.
+NormParams take_final_norm(ParamTable& t, const char* stack, const ModelConfig& c) {
+  if (c.norm != NormPlacement::Pre) return {};
+  return take_norm(t, dotted(stack, pn::kFinalNorm), c);
+}
+
+std::vector<EncoderLayerParams> take_encoder_layers(ParamTable& t, const ModelConfig& c) {
+  std::vector<EncoderLayerParams> layers;
+  for (int64_t i = 0; i < c.n_encoder_layers; ++i) {
+    const std::string p = stack_layer_path(pn::kEncoder, i);
+    EncoderLayerParams l;
+    l.self_attn = take_attention(t, dotted(p, pn::kSelfAttn), c);
+    l.self_norm = take_norm(t, dotted(p, norm_name(1)), c);
+    l.ffn = take_ffn(t, dotted(p, pn::kFfn), c);
+    l.ffn_norm = take_norm(t, dotted(p, norm_name(2)), c);
+    layers.push_back(std::move(l));
+  }
+  return layers;
+}
+
+// A seq2seq decoder layer has a cross-attention block between self-attention and feed-forward.
+std::vector<DecoderLayerParams> take_decoder_layers(ParamTable& t, const ModelConfig& c,
+                                                    bool cross_attention) {
+  std::vector<DecoderLayerParams> layers;
+  for (int64_t i = 0; i < c.n_decoder_layers; ++i) {
+    const std::string p = stack_layer_path(pn::kDecoder, i);
+    int sublayer = 0;
+    DecoderLayerParams l;
+    l.self_attn = take_attention(t, dotted(p, pn::kSelfAttn), c);
+    l.self_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
+    if (cross_attention) {
+      l.cross_attn = take_attention(t, dotted(p, pn::kCrossAttn), c);
+      l.cross_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
+    }
+    l.ffn = take_ffn(t, dotted(p, pn::kFfn), c);
+    l.ffn_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
+    layers.push_back(std::move(l));
+  }
+  return layers;
+}
+
+// [P, C]: learned positions from the weights, sinusoidal ones computed as the training model
+// does; undefined for PE none.
+Tensor take_positions(ParamTable& t, const ModelConfig& c) {
+  if (c.pos_encoding == PosEncoding::Learned) return t.get(dotted(pn::kPos, pn::kWeight));
+  if (c.pos_encoding == PosEncoding::Sinusoidal)
+    return sinusoidal_table(static_cast<int>(c.max_positions), static_cast<int>(c.d_model),
+                            c.pe_base, DType::F32);
+  return {};
+}
+
+// The configuration is valid and fits the vocabulary.
+void check_config(const ModelConfig& cfg, const Vocab& vocab, const std::string& where) {
+  try {
+    cfg.validate();
+  } catch (const Error& e) {
+    fail(where, std::string("invalid model configuration: ") + e.what());
+  }
+  if (vocab.size() != cfg.vocab_size)
+    fail(where, "the vocabulary has " + std::to_string(vocab.size()) +
+                    " tokens, the configuration's vocab_size is " + std::to_string(cfg.vocab_size));
 }
 
 // W [in, out] → an owned [out, in] copy, in 32×32 tiles.
@@ -93,61 +163,24 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
       vocab_(std::move(vocab)),
       codec_(std::make_shared<const CharCodec>(vocab_)),
       layout_(layout) {
-  try {
-    cfg_.validate();
-  } catch (const Error& e) {
-    fail(where, std::string("invalid model configuration: ") + e.what());
-  }
-  if (vocab_.size() != cfg_.vocab_size)
-    fail(where, "the vocabulary has " + std::to_string(vocab_.size()) +
-                    " tokens, the configuration's vocab_size is " +
-                    std::to_string(cfg_.vocab_size));
-
+  check_config(cfg_, vocab_, where);
   // Names, shapes and finite values against nn's parameter list (train/weights.h).
   for (const auto& [name, t] : check_parameters(cfg_, params, where))
     parameter_count_ += static_cast<size_t>(t->numel());
   ParamTable table(params, where);
-  embed_ = table.get("embed.weight");  // [V, C]
-  if (cfg_.pos_encoding == PosEncoding::Learned)
-    positions_ = table.get("pos.weight");  // [P, C]
-  else if (cfg_.pos_encoding == PosEncoding::Sinusoidal)
-    positions_ = sinusoidal_table(static_cast<int>(cfg_.max_positions),
-                                  static_cast<int>(cfg_.d_model), cfg_.pe_base,
-                                  DType::F32);  // [P, C], the training model's table
-  const bool s2s = seq2seq();
-  if (s2s) {
-    for (int64_t i = 0; i < cfg_.n_encoder_layers; ++i) {
-      const std::string p = "encoder.layers." + std::to_string(i);
-      EncoderLayerParams l;
-      l.self_attn = take_attention(table, p + ".self_attn", cfg_);
-      l.self_norm = take_norm(table, p + ".norm1", cfg_);
-      l.ffn = take_ffn(table, p + ".ffn", cfg_);
-      l.ffn_norm = take_norm(table, p + ".norm2", cfg_);
-      encoder_.push_back(std::move(l));
-    }
-    if (cfg_.norm == NormPlacement::Pre)
-      encoder_final_ = take_norm(table, "encoder.final_norm", cfg_);
+  embed_ = table.get(dotted(pn::kEmbed, pn::kWeight));  // [V, C]
+  positions_ = take_positions(table, cfg_);             // [P, C]
+  if (seq2seq()) {
+    encoder_ = take_encoder_layers(table, cfg_);
+    encoder_final_ = take_final_norm(table, pn::kEncoder, cfg_);
   }
-  for (int64_t i = 0; i < cfg_.n_decoder_layers; ++i) {
-    const std::string p = "decoder.layers." + std::to_string(i);
-    DecoderLayerParams l;
-    l.self_attn = take_attention(table, p + ".self_attn", cfg_);
-    l.self_norm = take_norm(table, p + ".norm1", cfg_);
-    if (s2s) {
-      l.cross_attn = take_attention(table, p + ".cross_attn", cfg_);
-      l.cross_norm = take_norm(table, p + ".norm2", cfg_);
-    }
-    l.ffn = take_ffn(table, p + ".ffn", cfg_);
-    l.ffn_norm = take_norm(table, p + (s2s ? ".norm3" : ".norm2"), cfg_);
-    decoder_.push_back(std::move(l));
-  }
-  if (cfg_.norm == NormPlacement::Pre)
-    decoder_final_ = take_norm(table, "decoder.final_norm", cfg_);
+  decoder_ = take_decoder_layers(table, cfg_, seq2seq());
+  decoder_final_ = take_final_norm(table, pn::kDecoder, cfg_);
   tied_ = cfg_.tie_output;
-  if (!tied_) out_w_ = table.get("out_proj.weight");  // [C, V]
-  out_b_ = table.get("out_proj.bias");                // [V]
+  if (!tied_) out_w_ = table.get(dotted(pn::kOutProj, pn::kWeight));  // [C, V]
+  out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));                // [V]
   if (layout_ == WeightLayout::Decode) {
-    for (DecoderLayerParams& l : decoder_) transpose_decoder_layer(l, s2s);
+    for (DecoderLayerParams& l : decoder_) transpose_decoder_layer(l, seq2seq());
     if (!tied_) out_w_ = transposed(out_w_);  // [V, C]
   }
 }

@@ -57,12 +57,12 @@ E parse_enum(const std::string& s) {
     known += known.empty() ? "" : ", ";
     known += n;
   }
-  throw Error(std::string("ModelConfig.") + EnumNames<E>::what + ": unknown value '" + s +
-              "' (expected one of: " + known + ")");
+  fail(std::string("ModelConfig.") + EnumNames<E>::what,
+       "unknown value '" + s + "' (expected one of: " + known + ")");
 }
 
 [[noreturn]] void bad_field(const char* field, const std::string& value, const std::string& rule) {
-  throw Error(std::string("ModelConfig.") + field + " = " + value + ": " + rule);
+  fail(std::string("ModelConfig.") + field + " = " + value, rule);
 }
 
 std::string num(double v) {
@@ -241,8 +241,8 @@ void ConfigField::check_type(const nlohmann::json& v) const {
       break;
   }
   if (want)
-    throw Error("ModelConfig.from_json: key '" + std::string(key) + "' must be " + want + ", got " +
-                v.type_name() + " " + v.dump());
+    fail("ModelConfig.from_json", "key '" + std::string(key) + "' must be " + want + ", got " +
+                                      v.type_name() + " " + v.dump());
 }
 
 void ModelConfig::validate(bool need_vocab_size) const {
@@ -284,10 +284,10 @@ nlohmann::json ModelConfig::to_json() const {
 }
 
 void ModelConfig::apply_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw Error("ModelConfig.from_json: expected a JSON object");
+  if (!j.is_object()) fail("ModelConfig.from_json", "expected a JSON object");
   for (const auto& item : j.items()) {
     const ConfigField* f = find_config_field(item.key());
-    if (!f) throw Error("ModelConfig.from_json: unknown key '" + item.key() + "'");
+    if (!f) fail("ModelConfig.from_json", "unknown key '" + item.key() + "'");
     f->check_type(item.value());
     f->set(*this, item.value());
   }
@@ -337,7 +337,7 @@ ModelConfig preset(const std::string& name, int vocab_size) {
   }
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  throw Error("preset: unknown model preset '" + name + "' (known: " + known + ")");
+  fail("preset", "unknown model preset '" + name + "' (known: " + known + ")");
 }
 
 }  // namespace seqtape

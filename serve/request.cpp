@@ -73,8 +73,10 @@ const std::vector<std::string>& request_fields() {
   return fields;
 }
 
-GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,
-                                       const Tokenizer& tok, const Limits& limits) {
+namespace {
+
+// The body as a JSON object whose every key is a request field.
+json parse_body(const std::string& body, const Limits& limits) {
   if (body.size() > limits.max_body_bytes)
     throw RequestError("body", "body is " + std::to_string(body.size()) +
                                    " bytes, more than the limit of " +
@@ -91,24 +93,29 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
     for (const std::string& f : request_fields()) known = known || f == key;
     if (!known) throw RequestError(key, "unknown field '" + key + "'");
   }
+  return j;
+}
 
-  GenerateRequest r;
-  GenerateOptions& o = r.options;
+// input (one string) or inputs (a list).
+void read_texts(const json& j, const Limits& limits, GenerateRequest& r) {
   if (j.contains("input") == j.contains("inputs"))
     throw RequestError("input", "give exactly one of input (a string) and inputs (a list)");
   if (j.contains("input")) {
     if (!j["input"].is_string()) throw RequestError("input", "input must be a string");
     r.texts.push_back(j["input"].get<std::string>());
-  } else {
-    r.list = true;
-    r.texts = get_strings(j["inputs"], "inputs");
-    if (r.texts.empty()) throw RequestError("inputs", "inputs must not be empty");
-    if (r.texts.size() > limits.max_inputs)
-      throw RequestError("inputs", "inputs has " + std::to_string(r.texts.size()) +
-                                       " entries, more than the limit of " +
-                                       std::to_string(limits.max_inputs));
+    return;
   }
-  if (j.contains("stream")) r.stream = get_bool(j["stream"], "stream");
+  r.list = true;
+  r.texts = get_strings(j["inputs"], "inputs");
+  if (r.texts.empty()) throw RequestError("inputs", "inputs must not be empty");
+  if (r.texts.size() > limits.max_inputs)
+    throw RequestError("inputs", "inputs has " + std::to_string(r.texts.size()) +
+                                     " entries, more than the limit of " +
+                                     std::to_string(limits.max_inputs));
+}
+
+// The decoding options the request gives; the rest keep GenerateOptions' defaults.
+void read_options(const json& j, const InferenceModel& model, GenerateOptions& o) {
   if (j.contains("beam")) o.beam = get_int(j["beam"], "beam");
   if (j.contains("n_best")) o.n_best = get_int(j["n_best"], "n_best");
   if (j.contains("length_penalty"))
@@ -136,13 +143,13 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
   }
   if (j.contains("suppress"))
     o.suppress_ids = token_ids(model, "suppress", get_strings(j["suppress"], "suppress"));
-  bool no_cache = false;
-  if (j.contains("no_cache")) no_cache = get_bool(j["no_cache"], "no_cache");
-  o.use_cache = !no_cache;
+  if (j.contains("no_cache")) o.use_cache = !get_bool(j["no_cache"], "no_cache");
   if (j.contains("verify_cache")) o.verify_cache = get_bool(j["verify_cache"], "verify_cache");
+}
 
-  // GenerateOptions' own check, in the request's field names; then what only a request (like
-  // the command line) can get wrong; then the server's limits.
+// GenerateOptions' own check, in the request's field names; then what only a request (like
+// the command line) can get wrong; then the server's limits.
+void check_options(const json& j, const GenerateOptions& o, const Limits& limits) {
   // Each message of problem() starts with the name of the option it is about.
   if (std::optional<std::string> p = o.problem(field_of)) {
     std::string field;
@@ -153,7 +160,7 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
   if (!o.sample)
     for (const char* f : {"temperature", "top_k", "top_p", "seed"})
       if (j.contains(f)) throw RequestError(f, std::string(f) + " needs sample");
-  if (o.verify_cache && no_cache)
+  if (o.verify_cache && !o.use_cache)
     throw RequestError("verify_cache",
                        "verify_cache already compares with the uncached recompute; drop no_cache");
   if (o.max_new > limits.max_new)
@@ -165,7 +172,11 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
     throw RequestError("beam", "beam " + std::to_string(o.beam) +
                                    " is more than the server's limit of " +
                                    std::to_string(limits.max_beam));
+}
 
+// Each text within the byte limit, tokenized.
+void encode_texts(const InferenceModel& model, const Tokenizer& tok, const Limits& limits,
+                  GenerateRequest& r) {
   for (size_t b = 0; b < r.texts.size(); ++b) {
     const std::string field = r.list ? "inputs[" + std::to_string(b) + "]" : "input";
     if (r.texts[b].size() > limits.max_input_bytes)
@@ -178,6 +189,19 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
       throw RequestError(field, e.what());
     }
   }
+}
+
+}  // namespace
+
+GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,
+                                       const Tokenizer& tok, const Limits& limits) {
+  const json j = parse_body(body, limits);
+  GenerateRequest r;
+  read_texts(j, limits, r);
+  if (j.contains("stream")) r.stream = get_bool(j["stream"], "stream");
+  read_options(j, model, r.options);
+  check_options(j, r.options, limits);
+  encode_texts(model, tok, limits, r);
   return r;
 }
 

@@ -48,17 +48,17 @@ class StringBuf : public std::streambuf {
 
 // ---- writing --------------------------------------------------------------------------
 
-void check_names(const std::vector<NamedTensor>& ts, const char* what) {
+void check_names(const std::vector<NamedTensor>& ts, const char* what, const std::string& where) {
   std::set<std::string_view> seen;
   for (const auto& t : ts) {
     if (!t.value.defined())
-      throw Error(std::string(what) + " \"" + t.name + "\" is an undefined tensor");
+      fail(where, std::string(what) + " \"" + t.name + "\" is an undefined tensor");
     if (t.value.ndim() > kMaxCheckpointTensorRank)
-      throw Error(std::string(what) + " \"" + t.name + "\" has rank " +
-                  std::to_string(t.value.ndim()) + ", more than " +
-                  std::to_string(kMaxCheckpointTensorRank));
+      fail(where, std::string(what) + " \"" + t.name + "\" has rank " +
+                      std::to_string(t.value.ndim()) + ", more than " +
+                      std::to_string(kMaxCheckpointTensorRank));
     if (!seen.insert(t.name).second)
-      throw Error(std::string("duplicate ") + what + " name \"" + t.name + "\"");
+      fail(where, std::string("duplicate ") + what + " name \"" + t.name + "\"");
   }
 }
 
@@ -104,10 +104,11 @@ size_t tensors_size(const std::vector<NamedTensor>& ts) {
   return n;
 }
 
-std::string encode_payload(const Checkpoint& c) {
-  check_names(c.params, "parameter");
-  check_names(c.optimizer_state, "optimizer state");
-  if (c.step < 0) throw Error("step " + std::to_string(c.step) + " is negative");
+// `where` names the destination in errors.
+std::string encode_payload(const Checkpoint& c, const std::string& where) {
+  check_names(c.params, "parameter", where);
+  check_names(c.optimizer_state, "optimizer state", where);
+  if (c.step < 0) fail(where, "step " + std::to_string(c.step) + " is negative");
 
   size_t size = 1 + 8 * 7 + c.config_json.size() + c.optimizer_name.size() + c.rng_state.size() +
                 c.loader_state_json.size() + c.metrics_json.size() + 16 + c.tokenizer_kind.size() +
@@ -288,18 +289,19 @@ Checkpoint decode_payload(std::string_view payload, const std::string& name, uin
 }  // namespace
 
 std::string checkpoint_to_bytes(const Checkpoint& ckpt) {
-  const std::string payload = encode_payload(ckpt);
+  const std::string payload = encode_payload(ckpt, "checkpoint");
   return make_envelope_header(EnvelopeKind::Checkpoint, kCheckpointVersion, payload) + payload;
 }
 
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
+  const std::string where = path + ": cannot save checkpoint";
   std::string payload;
   try {
-    payload = encode_payload(ckpt);
-  } catch (const Error& e) {
-    fail(path, std::string("cannot save checkpoint: ") + e.what());
-  } catch (const std::exception& e) {
-    fail(path, std::string("cannot save checkpoint: ") + e.what());
+    payload = encode_payload(ckpt, where);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // out of memory for the payload
+    fail(where, e.what());
   }
   write_envelope_atomic(path, EnvelopeKind::Checkpoint, kCheckpointVersion, payload);
 }

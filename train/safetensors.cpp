@@ -25,9 +25,10 @@ const char* st_dtype(DType d) {
 }
 
 // The header, padded with spaces so that the data section starts 8-byte aligned, preceded by
-// its u64 length.
+// its u64 length. `where` names the destination in errors.
 std::string build_header(const std::vector<NamedTensor>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata,
+                         const std::string& where) {
   OrderedJson h = OrderedJson::object();
   if (!metadata.empty()) {
     OrderedJson m = OrderedJson::object();
@@ -37,9 +38,9 @@ std::string build_header(const std::vector<NamedTensor>& tensors,
   std::set<std::string_view> seen;
   uint64_t offset = 0;
   for (const auto& nt : tensors) {
-    if (nt.name == "__metadata__") throw Error("tensor name \"__metadata__\" is reserved");
-    if (!nt.value.defined()) throw Error("tensor \"" + nt.name + "\" is undefined");
-    if (!seen.insert(nt.name).second) throw Error("duplicate tensor name \"" + nt.name + "\"");
+    if (nt.name == "__metadata__") fail(where, "tensor name \"__metadata__\" is reserved");
+    if (!nt.value.defined()) fail(where, "tensor \"" + nt.name + "\" is undefined");
+    if (!seen.insert(nt.name).second) fail(where, "duplicate tensor name \"" + nt.name + "\"");
     const uint64_t end = offset + nt.value.nbytes();
     h[nt.name] = OrderedJson{{"dtype", st_dtype(nt.value.dtype())},
                              {"shape", nt.value.shape()},
@@ -50,7 +51,7 @@ std::string build_header(const std::vector<NamedTensor>& tensors,
   try {
     json = h.dump();
   } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("cannot encode the header (is every name valid UTF-8?): ") + e.what());
+    fail(where, std::string("cannot encode the header (is every name valid UTF-8?): ") + e.what());
   }
   json.append((8 - json.size() % 8) % 8, ' ');
   std::string out;
@@ -263,7 +264,7 @@ SafetensorsFile parse_guarded(const Source& src, const std::string& name) {
 
 std::string safetensors_to_bytes(const std::vector<NamedTensor>& tensors,
                                  const std::map<std::string, std::string>& metadata) {
-  const std::string header = build_header(tensors, metadata);
+  const std::string header = build_header(tensors, metadata, "safetensors");
   std::string out;
   for (std::string_view part : file_parts(header, tensors)) out += part;
   return out;
@@ -271,12 +272,7 @@ std::string safetensors_to_bytes(const std::vector<NamedTensor>& tensors,
 
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::string header;
-  try {
-    header = build_header(tensors, metadata);
-  } catch (const Error& e) {
-    fail(path, std::string("cannot save safetensors: ") + e.what());
-  }
+  const std::string header = build_header(tensors, metadata, path + ": cannot save safetensors");
   write_file_atomic(path, file_parts(header, tensors));
 }
 

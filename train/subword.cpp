@@ -76,6 +76,11 @@ std::string replace_space_marks(std::string_view piece) {
   return out;
 }
 
+// An Error unless id is in the vocabulary: sentencepiece's own accessors do not report it.
+void check_id(const Vocab& vocab, int32_t id) {
+  vocab.token(id);
+}
+
 }  // namespace
 
 SubwordTokenizer::SubwordTokenizer()
@@ -217,12 +222,12 @@ std::string SubwordTokenizer::token_text(int32_t id, bool first) const {
 }
 
 float SubwordTokenizer::score(int32_t id) const {
-  (void)vocab_.token(id);
+  check_id(vocab_, id);
   return sp_->GetScore(id);
 }
 
 const char* SubwordTokenizer::piece_kind(int32_t id) const {
-  (void)vocab_.token(id);
+  check_id(vocab_, id);
   if (sp_->IsUnknown(id)) return "unknown";
   if (sp_->IsControl(id)) return "control";
   if (sp_->IsByte(id)) return "byte";
