@@ -2,6 +2,7 @@
 // greedy or beam decodes (infer's generate, one input at a time) scored by exact match, chrF,
 // BLEU (as sacreBLEU computes them, train/metrics.h), token error rate over characters and
 // sequence error rate. --out writes the hypotheses, one per line in data order.
+// --copy-baseline scores the sources themselves as hypotheses: the floor a model has to clear.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -28,7 +29,46 @@ struct EvalArgs {
   std::string model, data, out;
   int64_t beam = 1, batch = 32;
   bool json = false;
+  bool copy_baseline = false;
 };
+
+// Prints the decoding metrics (and the teacher-forced ones, when there is a model).
+void print_scores(const EvalArgs& a, const metrics::EvalSummary& s, const double* loss,
+                  const double* accuracy, const std::string& decoding) {
+  if (a.json) {
+    nlohmann::json j = {{"examples", s.segments}, {"exact_match", s.exact}, {"chrf", s.chrf},
+                        {"bleu", s.bleu},         {"ter", s.ter},           {"ser", s.ser}};
+    if (loss) j["loss"] = *loss;
+    if (accuracy) j["token_accuracy"] = *accuracy;
+    if (a.copy_baseline)
+      j["copy_baseline"] = true;
+    else
+      j["beam"] = a.beam;
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  std::printf("%lld examples of %s, %s\n", static_cast<long long>(s.segments), a.data.c_str(),
+              decoding.c_str());
+  if (loss && accuracy) std::printf("loss %.4f  token accuracy %.2f%%  ", *loss, 100 * *accuracy);
+  std::printf("exact match %.2f%%\nchrF %.2f  BLEU %.2f  TER %.4f  SER %.4f\n", 100 * s.exact,
+              s.chrf, s.bleu, s.ter, s.ser);
+  if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
+}
+
+// Every source copied as its hypothesis.
+int run_copy_baseline(const EvalArgs& a, const std::vector<TextPair>& pairs) {
+  std::vector<std::string> sources, references;
+  std::string hyps;
+  for (const TextPair& p : pairs) {
+    sources.push_back(p.source);
+    references.push_back(p.target);
+    hyps += p.source + "\n";
+  }
+  const metrics::EvalSummary s = metrics::copy_baseline(sources, references);
+  if (!a.out.empty()) write_file_atomic(a.out, {hyps});
+  print_scores(a, s, nullptr, nullptr, "copy-the-source baseline");
+  return kOk;
+}
 
 // Teacher-forced loss and token accuracy with the training model built from the checkpoint.
 void teacher_forced(const EvalArgs& a, const std::vector<TextPair>& pairs, double& loss,
@@ -46,8 +86,13 @@ void teacher_forced(const EvalArgs& a, const std::vector<TextPair>& pairs, doubl
 int run_eval(const EvalArgs& a) {
   if (a.beam < 1) throw UsageError("--beam must be >= 1");
   if (a.batch < 1) throw UsageError("--batch must be >= 1");
+  if (a.copy_baseline && !a.model.empty())
+    throw UsageError("--copy-baseline scores the sources themselves; drop --model");
+  if (!a.copy_baseline && a.model.empty())
+    throw UsageError("--model is required (or --copy-baseline)");
   const std::vector<TextPair> pairs = read_tsv(a.data);
   if (pairs.empty()) fail(a.data, "no examples to evaluate");
+  if (a.copy_baseline) return run_copy_baseline(a, pairs);
   double loss = 0, accuracy = 0;
   teacher_forced(a, pairs, loss, accuracy);
 
@@ -66,22 +111,8 @@ int run_eval(const EvalArgs& a) {
     hyps += r.text + "\n";
   }
   if (!a.out.empty()) write_file_atomic(a.out, {hyps});
-  const metrics::EvalSummary s = scores.summary();
-  if (a.json) {
-    nlohmann::json j = {{"examples", s.segments}, {"loss", loss},   {"token_accuracy", accuracy},
-                        {"exact_match", s.exact}, {"chrf", s.chrf}, {"bleu", s.bleu},
-                        {"ter", s.ter},           {"ser", s.ser},   {"beam", a.beam}};
-    std::cout << j.dump() << "\n";
-  } else {
-    std::printf(
-        "%lld examples of %s, %s decoding\n"
-        "loss %.4f  token accuracy %.2f%%  exact match %.2f%%\n"
-        "chrF %.2f  BLEU %.2f  TER %.4f  SER %.4f\n",
-        static_cast<long long>(s.segments), a.data.c_str(),
-        a.beam > 1 ? ("beam " + std::to_string(a.beam)).c_str() : "greedy", loss, 100 * accuracy,
-        100 * s.exact, s.chrf, s.bleu, s.ter, s.ser);
-    if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
-  }
+  print_scores(a, scores.summary(), &loss, &accuracy,
+               a.beam > 1 ? "beam " + std::to_string(a.beam) + " decoding" : "greedy decoding");
   return kOk;
 }
 
@@ -92,14 +123,18 @@ void register_eval(CLI::App& app, Runner& run) {
   CLI::App* sub = app.add_subcommand(
       "eval",
       "Score a checkpoint on a TSV: loss, token accuracy, exact match, chrF, BLEU, TER, SER");
-  sub->add_option("--model", a->model, "checkpoint.bin (or best.bin) written by seqtape train")
-      ->required();
+  sub->add_option("--model", a->model,
+                  "checkpoint.bin (or best.bin) written by seqtape train (required unless "
+                  "--copy-baseline)");
   sub->add_option("--data", a->data, "test data: UTF-8 TSV, one source<TAB>target per line")
       ->required();
   sub->add_option("--beam", a->beam, "beam size (1 = greedy)")->capture_default_str();
   sub->add_option("--batch", a->batch, "examples per batch for the loss")->capture_default_str();
   sub->add_option("--out", a->out, "write the hypotheses here, one per line");
   sub->add_flag("--json", a->json, "print the metrics as one JSON object");
+  sub->add_flag("--copy-baseline", a->copy_baseline,
+                "score the sources themselves as the hypotheses (no model): the floor a trained "
+                "model has to clear");
   sub->callback([&run, a] { run = [a] { return run_eval(*a); }; });
 }
 
