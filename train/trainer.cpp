@@ -49,6 +49,7 @@ struct Run {
   std::unique_ptr<Optimizer> optimizer;
   Rng rng;  // dropout
   int64_t step = 0, total_steps = 0;
+  bool until_time_limit = false;  // no --steps or --epochs: total_steps is kMaxSteps
   int64_t last_saved = -1;
   std::string data_report;  // the data summary and what --too-long did, for the log
   nlohmann::json record;    // run_record(): options and data fingerprints, kept in checkpoints
@@ -216,8 +217,11 @@ void make_loader(const TrainOptions& opt, Run& run) {
   check_data(opt, run, data);
   run.loader = std::make_unique<DataLoader>(std::move(data), run.vocab.pad_id(), lopt);
   run.total_steps = opt.steps;
-  if (run.total_steps <= 0) {
-    if (opt.epochs <= 0) fail("train", "give --steps or --epochs");
+  if (run.total_steps <= 0 && opt.epochs <= 0 && opt.time_limit > 0) {
+    run.total_steps = TrainOptions::kMaxSteps;  // until the time limit
+    run.until_time_limit = true;
+  } else if (run.total_steps <= 0) {
+    if (opt.epochs <= 0) fail("train", "give --steps, --epochs or --time-limit");
     run.total_steps = static_cast<int64_t>(
         std::ceil(opt.epochs * static_cast<double>(run.loader->batches_per_epoch()) /
                   static_cast<double>(std::max<int64_t>(1, opt.accum))));
@@ -327,7 +331,10 @@ void log_summary(const TrainOptions& opt, const Run& run, std::ostream& log) {
           : opt.valid_max == 0
               ? " (--valid-max 0 holds nothing out: validating on the training set)"
               : " (too few examples to hold any out: validating on the training set)")
-      << "; " << run.total_steps << " steps of "
+      << "; "
+      << (run.until_time_limit ? "steps until the time limit"
+                               : std::to_string(run.total_steps) + " steps")
+      << " of "
       << (opt.batch_tokens > 0 ? "about " + std::to_string(opt.batch_tokens) + " tokens"
                                : "batch " + std::to_string(opt.batch))
       << (opt.accum > 1 ? " x " + std::to_string(opt.accum) + " accumulated" : "") << ", optimizer "
@@ -562,7 +569,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
 
   const bool bar = opt.progress == 1 || (opt.progress == -1 && isatty(STDERR_FILENO));
   TrainingLog tlog(opt.out_dir, run.resuming, bar, opt.log_every, run.step + 1, run.total_steps,
-                   log);
+                   log, run.until_time_limit ? opt.time_limit : 0);
   Tape::current().set_anomaly(opt.anomaly);
   TrainReport rep;
   rep.first_step = run.step + 1;

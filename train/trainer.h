@@ -32,8 +32,10 @@ struct TrainOptions {
   std::string out_dir;
   ModelConfig model;                    // vocab_size is filled from the vocabulary...
   bool model_vocab_size_given = false;  // ...and must equal it when this is set (--config)
-  int64_t steps = 0;                    // 0: derived from epochs
+  // 0: derived from epochs; with neither (and a time_limit), kMaxSteps: until the time limit.
+  int64_t steps = 0;
   double epochs = 0;
+  static constexpr int64_t kMaxSteps = 1'000'000'000'000;
   int64_t batch = 32;
   // > 0: batches of about this many padded tokens from length-bucketed examples instead of
   // `batch` examples (LoaderOptions::batch_tokens).

@@ -28,14 +28,17 @@ std::string fmt_seconds(double s) {
 }  // namespace
 
 TrainingLog::TrainingLog(const std::string& out_dir, bool append, bool bar, int64_t log_every,
-                         int64_t first_step, int64_t total_steps, std::ostream& log)
+                         int64_t first_step, int64_t total_steps, std::ostream& log,
+                         double until_time_limit)
     : metrics_path_((fs::path(out_dir) / "metrics.csv").string()),
       svg_path_((fs::path(out_dir) / "loss.svg").string()),
       bar_(bar),
       log_every_(log_every),
       first_step_(first_step),
       total_steps_(total_steps),
-      log_(log) {
+      log_(log),
+      until_time_limit_(until_time_limit > 0),
+      time_limit_(until_time_limit) {
   if (append && fs::exists(metrics_path_)) {
     metrics_.open(metrics_path_, std::ios::app);
   } else {
@@ -70,23 +73,26 @@ void TrainingLog::step(const StepStats& s) {
 }
 
 void TrainingLog::progress(const StepStats& s, double elapsed, double tps) const {
-  const double done = static_cast<double>(s.step - first_step_ + 1) /
-                      static_cast<double>(total_steps_ - first_step_ + 1);
+  const double done = until_time_limit_ ? std::min(1.0, elapsed / time_limit_)
+                                        : static_cast<double>(s.step - first_step_ + 1) /
+                                              static_cast<double>(total_steps_ - first_step_ + 1);
   const int width = 24, fill = static_cast<int>(done * width);
-  std::fprintf(stderr, "\r[%s%s] step %lld/%lld  loss %.4f  %.0f tok/s  ETA %s   ",
+  std::fprintf(stderr, "\r[%s%s] step %s  loss %.4f  %.0f tok/s  ETA %s   ",
                std::string(static_cast<size_t>(fill), '#').c_str(),
-               std::string(static_cast<size_t>(width - fill), '.').c_str(),
-               static_cast<long long>(s.step), static_cast<long long>(total_steps_), s.loss, tps,
-               fmt_seconds(done > 0 ? elapsed / done - elapsed : 0).c_str());
+               std::string(static_cast<size_t>(width - fill), '.').c_str(), step_of(s.step).c_str(),
+               s.loss, tps, fmt_seconds(done > 0 ? elapsed / done - elapsed : 0).c_str());
+}
+
+std::string TrainingLog::step_of(int64_t step) const {
+  return until_time_limit_ ? std::to_string(step)
+                           : std::to_string(step) + "/" + std::to_string(total_steps_);
 }
 
 void TrainingLog::plain_line(const StepStats& s, double elapsed, double tps) const {
   char buf[200];
-  std::snprintf(buf, sizeof buf,
-                "step %lld/%lld  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %s\n",
-                static_cast<long long>(s.step), static_cast<long long>(total_steps_),
-                window_loss_ / static_cast<double>(window_n_), s.lr, s.grad_norm, tps,
-                fmt_seconds(elapsed).c_str());
+  std::snprintf(buf, sizeof buf, "step %s  loss %.4f  lr %.2e  |g| %.3f  %.0f tok/s  elapsed %s\n",
+                step_of(s.step).c_str(), window_loss_ / static_cast<double>(window_n_), s.lr,
+                s.grad_norm, tps, fmt_seconds(elapsed).c_str());
   log_ << buf << std::flush;
 }
 

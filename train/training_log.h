@@ -32,8 +32,11 @@ class TrainingLog {
   // Appends to <out_dir>/metrics.csv when `append` and the file exists (a resumed run),
   // otherwise starts it with its header. Steps first_step..total_steps are expected; a row is
   // logged every log_every steps, at the first and at the last. bar: a progress bar on stderr.
+  // until_time_limit > 0: the run has no step total and ends after that many seconds, so
+  // progress and ETA are measured against the time and no step total is shown.
   TrainingLog(const std::string& out_dir, bool append, bool bar, int64_t log_every,
-              int64_t first_step, int64_t total_steps, std::ostream& log);
+              int64_t first_step, int64_t total_steps, std::ostream& log,
+              double until_time_limit = 0);
 
   void step(const StepStats& s);
   // A validation row; `announce` also reports it in the log (evaluations between steps).
@@ -50,13 +53,16 @@ class TrainingLog {
  private:
   void progress(const StepStats& s, double elapsed, double tps) const;
   void plain_line(const StepStats& s, double elapsed, double tps) const;
-  void check_written();  // an Error naming metrics.csv when a write failed
+  std::string step_of(int64_t step) const;  // "120/4000", or "120" when run to the time limit
+  void check_written();                     // an Error naming metrics.csv when a write failed
 
   std::string metrics_path_, svg_path_;
   std::ofstream metrics_;
   bool bar_;
   int64_t log_every_, first_step_, total_steps_;
   std::ostream& log_;
+  bool until_time_limit_;  // no step total: progress is elapsed / time_limit_
+  double time_limit_;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   int64_t tokens_ = 0;
   double window_loss_ = 0;  // mean loss over the steps since the last logged row

@@ -180,6 +180,20 @@ TEST(BestCheckpoint, TimeLimitStopsThenSavesAndEvaluates) {
   EXPECT_EQ(rep.valid.examples, 3);  // evaluated
 }
 
+// --time-limit alone (no --steps, no --epochs) sets the length of the run.
+TEST(BestCheckpoint, TimeLimitAloneRunsUntilTheLimit) {
+  CopyRun r("time_alone");
+  TrainOptions o = r.o;
+  o.steps = 0;
+  o.epochs = 0;
+  o.time_limit = 0.3;
+  const TrainReport rep = r.run(o);
+  EXPECT_TRUE(rep.timed_out);
+  EXPECT_GT(rep.last_step, 1);
+  EXPECT_LT(rep.last_step, TrainOptions::kMaxSteps);
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, rep.last_step);
+}
+
 TEST(BestCheckpoint, AMetricTheRunCannotComputeIsRefused) {
   TrainOptions o;
   o.best_metric = "loss";
