@@ -77,9 +77,10 @@ ModelConfig build_config(TrainArgs& a) {
 void check_training_flags(const TrainOptions& o, double weight_decay) {
   if (o.steps < 0 || !(o.epochs >= 0 && std::isfinite(o.epochs)))
     throw UsageError("--steps and --epochs must be >= 0");
-  if (o.steps == 0 && o.epochs == 0) throw UsageError("give --steps N or --epochs N");
+  if (o.steps == 0 && o.epochs == 0 && o.time_limit <= 0)
+    throw UsageError("give --steps N, --epochs N or --time-limit T");
   // CLI11 saturates an out-of-range integer to INT64_MAX instead of refusing it.
-  if (o.steps > 1'000'000'000'000 || o.epochs > 1e9)
+  if (o.steps > TrainOptions::kMaxSteps || o.epochs > 1e9)
     throw UsageError("--steps must be at most 10^12 and --epochs at most 10^9");
   if (!(o.schedule.lr > 0 && std::isfinite(o.schedule.lr)))
     throw UsageError("--lr must be a finite number > 0");
@@ -98,22 +99,23 @@ void check_training_flags(const TrainOptions& o, double weight_decay) {
 
 // The optimization, data-order, logging and checkpointing flags.
 void add_training_options(CLI::App& sub, TrainArgs& a) {
-  sub.add_option("--steps", a.o.steps, "optimizer steps (default: from --epochs)");
+  sub.add_option("--steps", a.o.steps,
+                 "optimizer steps (default: from --epochs; with neither, until --time-limit)");
   sub.add_option("--epochs", a.o.epochs,
                  "passes over the training data (used when --steps is not given)");
   sub.add_option("--batch", a.o.batch, "examples per batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub.add_option("--batch-tokens", a.o.batch_tokens,
                  "batches of about N padded tokens from length-sorted pools instead of --batch "
                  "examples (0: off)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub.add_option("--accum", a.o.accum,
                  "gradient accumulation: each step sums the gradients of K batches (the mean "
                  "over all their label tokens)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   a.lr_o = sub.add_option("--lr", a.o.schedule.lr, "learning rate (peak, with --warmup)")
                ->capture_default_str();
   sub.add_option("--warmup", a.o.schedule.warmup,
@@ -139,7 +141,7 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_option("--valid-max", a.o.valid_max, "at most this many held out")->capture_default_str();
   sub.add_option("--log-every", a.o.log_every, "log a metrics row every N steps")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub.add_option("--eval-every", a.o.eval_every, "evaluate every N steps (0: at the end)")
       ->capture_default_str();
   sub.add_option("--save-every", a.o.save_every, "checkpoint every N steps (and at the end)")
@@ -150,7 +152,7 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_flag("--overwrite", a.o.overwrite, "replace the run already in --out");
   sub.add_option("--time-limit", a.time_limit,
                  "stop training after this wall-clock time (90s, 20m, 1.5h), then save and "
-                 "evaluate");
+                 "evaluate; alone (no --steps or --epochs) it sets the length of the run");
   sub.add_option("--best-metric", a.o.best_metric,
                  "keep best.bin, the checkpoint of the best evaluation: loss | chrf | bleu | exact "
                  "| ter (needs --eval-every)");
@@ -170,6 +172,7 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
 
 int run_train(TrainArgs& a) {
   TrainOptions o = a.o;
+  if (!a.time_limit.empty()) o.time_limit = parse_duration(a.time_limit);
   check_training_flags(o, a.weight_decay);
   o.model = build_config(a);
   o.model_vocab_size_given = a.o.model_vocab_size_given;
@@ -182,7 +185,6 @@ int run_train(TrainArgs& a) {
   if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
   if (a.no_progress) o.progress = 0;
   o.too_long = parse_too_long(a.too_long);
-  if (!a.time_limit.empty()) o.time_limit = parse_duration(a.time_limit);
   if (o.patience < 0 || o.keep_last < 0)
     throw UsageError("--patience and --keep-last must be >= 0");
   if (o.resume && o.overwrite) throw UsageError("give --resume or --overwrite, not both");

@@ -5,6 +5,7 @@
 // 4 internal error.
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -29,6 +30,10 @@ void register_vocab(CLI::App& app, Runner& run);
 void register_eval(CLI::App& app, Runner& run);
 void register_average(CLI::App& app, Runner& run);
 void register_serve(CLI::App& app, Runner& run);
+
+// An integer flag's lower bound with a plain message ("--batch: must be an integer >= 1, got
+// 0"); CLI11's own range validators print their bounds as raw doubles.
+CLI::Validator at_least(int64_t min);
 
 // `seqtape argv[1..]`: parses, runs the subcommand and returns its exit code; never calls
 // exit(). Callable in-process (the CLI fuzz target does).

@@ -37,6 +37,18 @@ int run_guarded(const std::string& doing, const Runner& run) {
   }
 }
 
+CLI::Validator at_least(int64_t min) {
+  const std::string bound = std::to_string(min);
+  return CLI::Validator(
+      [min, bound](std::string& text) -> std::string {
+        int64_t v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || v < min)
+          return "must be an integer >= " + bound + ", got " + text;
+        return {};
+      },
+      ">= " + bound);
+}
+
 int run_cli(int argc, char** argv) {
   CLI::App app{
       "seqtape — a from-scratch autograd and Transformer toolkit you can check step by step"};
