@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "nn/config.h"
@@ -14,6 +15,7 @@
 #include "train/dataset.h"
 #include "train/envelope.h"
 #include "train/safetensors.h"
+#include "train/subword.h"
 #include "train/tokenizer.h"
 
 namespace seqtape::fuzz {
@@ -194,6 +196,48 @@ void vocab_input(std::string_view bytes) {
     violated(std::string("decode refuses what encode produced: ") + e.what());
   }
   if (back != text) violated("decode(encode(text)) != text");
+}
+
+void subword_input(std::string_view bytes) {
+  std::unique_ptr<SubwordTokenizer> tok;
+  try {
+    tok = std::make_unique<SubwordTokenizer>(
+        SubwordTokenizer::from_model_bytes(std::string(bytes), "fuzz.model"));
+  } catch (const Error&) {
+    return;
+  }
+  try {
+    const SubwordTokenizer again =
+        SubwordTokenizer::from_model_bytes(tok->model_bytes(), "fuzz.model (again)");
+    if (again.vocab().tokens() != tok->vocab().tokens())
+      violated("a SentencePiece model changes when rebuilt from its own bytes");
+  } catch (const Error& e) {
+    violated(std::string("a SentencePiece model does not rebuild from its own bytes: ") + e.what());
+  }
+  // The model's normalizer may rewrite text, so decode(encode(t)) == t is not required here;
+  // ids inside the vocabulary and an error-free decode are.
+  std::vector<std::string> texts = {"Hallo Welt", "今天天气很好", " a  b\tc ", "<sep><unk>", ""};
+  std::string pieces;
+  for (int32_t id = 0; id < std::min<int32_t>(tok->size(), 40); ++id)
+    pieces += tok->token_text(id, id == 0);
+  texts.push_back(pieces);
+  for (const std::string& text : texts) {
+    std::vector<int32_t> ids;
+    try {
+      ids = tok->encode(text, "fuzz text");
+    } catch (const Error&) {
+      continue;  // e.g. a text longer than the model's pieces allow
+    }
+    for (int32_t id : ids)
+      if (id < 0 || id >= tok->size()) violated("encode returned an id outside the vocabulary");
+    try {
+      tok->decode(ids);
+      tok->decode(ids, true);
+      for (size_t i = 0; i < ids.size(); ++i) tok->token_text(ids[i], i == 0);
+    } catch (const Error& e) {
+      violated(std::string("decode refuses what encode produced: ") + e.what());
+    }
+  }
 }
 
 void tsv_input(std::string_view bytes) {

@@ -35,6 +35,12 @@ void safetensors_input(std::string_view bytes);
 // decode(encode(text)) must give the text back.
 void vocab_input(std::string_view bytes);
 
+// A SentencePiece model file (a vocabulary directory's spm.model, or the tokenizer bytes a
+// checkpoint carries) -> SubwordTokenizer::from_model_bytes. An accepted model must rebuild
+// from its own model_bytes() with the same pieces, encode a few texts (its own pieces among
+// them) to ids inside the vocabulary, and decode and stream those ids without an error.
+void subword_input(std::string_view bytes);
+
 // TSV text -> parse_tsv, then the vocabulary, both example encodings and padded batches. An
 // accepted file must survive write_tsv -> parse_tsv with the same pairs.
 void tsv_input(std::string_view bytes);

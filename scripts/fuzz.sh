@@ -5,7 +5,7 @@
 # input), an allocation over 256 MB or an RSS over 2 GB.
 #
 #   FUZZ_SECONDS=30       seconds per target (default 30)
-#   FUZZ_TARGETS="..."    subset of: checkpoint safetensors vocab tsv config cli
+#   FUZZ_TARGETS="..."    subset of: checkpoint safetensors vocab subword tsv config cli
 #
 # New corpus entries go to a temporary directory (the committed seeds stay as they are); a
 # finding is saved as build-fuzz/findings/<target>-crash-* and, once understood, belongs in
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-30}
-targets=${FUZZ_TARGETS:-"checkpoint safetensors vocab tsv config cli"}
+targets=${FUZZ_TARGETS:-"checkpoint safetensors vocab subword tsv config cli"}
 
 SEQTAPE_WITH_EXTRAS=1 ./scripts/setup.sh  # clang and libclang-rt-14-dev (libFuzzer)
 
@@ -38,6 +38,7 @@ for t in $targets; do
     safetensors) max_len=8192 dict=fuzz/dict/json.dict ;;
     config) max_len=4096 dict=fuzz/dict/json.dict ;;
     vocab | tsv) max_len=4096 dict=fuzz/dict/text.dict ;;
+    subword) max_len=16384 dict= ;;
     # Whole commands in-process: their own output is closed (-close_fd_mask=3).
     cli) max_len=512 dict=fuzz/dict/cli.dict ;;
     *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;

@@ -26,6 +26,7 @@ const std::vector<std::pair<std::string, Target>>& targets() {
       {"checkpoint", fuzz::checkpoint_input},
       {"safetensors", fuzz::safetensors_input},
       {"vocab", fuzz::vocab_input},
+      {"subword", fuzz::subword_input},
       {"tsv", fuzz::tsv_input},
       {"config", fuzz::config_input}};
   return t;
