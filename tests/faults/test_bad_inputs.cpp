@@ -334,12 +334,16 @@ const std::vector<Row>& rows() {
        train_with({"--too-long", "cut"}),
        kUsage,
        {"--too-long", "cut"}},
-      {"train_accum_zero", "--accum 0", train_with({"--accum", "0"}), kUsage, {"--accum"}},
+      {"train_accum_zero",
+       "--accum 0",
+       train_with({"--accum", "0"}),
+       kUsage,
+       {"--accum: must be an integer >= 1, got 0"}},
       {"train_batch_tokens_negative",
        "--batch-tokens -5",
        train_with({"--batch-tokens", "-5"}),
        kUsage,
-       {"--batch-tokens"}},
+       {"--batch-tokens: must be an integer >= 0, got -5"}},
       {"train_vocab_no_eos",
        "vocabulary without <eos>",
        train_with({"--vocab", "bad/vocab_no_eos.txt"}),
@@ -389,13 +393,17 @@ const std::vector<Row>& rows() {
        {"--epochs"}},
       {"train_zero_lr", "--lr 0", train_with({"--lr", "0"}), kUsage, {"--lr"}},
       {"train_inf_lr", "--lr inf", train_with({"--lr", "inf"}), kUsage, {"--lr"}},
-      {"train_zero_batch", "--batch 0", train_with({"--batch", "0"}), kUsage, {"--batch"}},
+      {"train_zero_batch",
+       "--batch 0",
+       train_with({"--batch", "0"}),
+       kUsage,
+       {"--batch: must be an integer >= 1, got 0"}},
       {"train_negative_clip", "--clip -1", train_with({"--clip", "-1"}), kUsage, {"--clip"}},
       {"train_zero_log_every",
        "--log-every 0",
        train_with({"--log-every", "0"}),
        kUsage,
-       {"--log-every"}},
+       {"--log-every: must be an integer >= 1, got 0"}},
       {"train_negative_threads",
        "--threads -1",
        train_with({"--threads", "-1"}),
@@ -644,6 +652,16 @@ const std::vector<Row>& rows() {
        {"eval", "--model", "ck_good/checkpoint.bin", "--data", "data/valid.tsv", "--beam", "0"},
        kUsage,
        {"--beam"}},
+      {"eval_no_model",
+       "eval without --model or --copy-baseline",
+       {"eval", "--data", "data/valid.tsv"},
+       kUsage,
+       {"--model is required"}},
+      {"eval_copy_baseline_with_model",
+       "eval --copy-baseline together with --model",
+       {"eval", "--copy-baseline", "--model", "ck_good/checkpoint.bin", "--data", "data/valid.tsv"},
+       kUsage,
+       {"--copy-baseline", "drop --model"}},
       {"average_other_config",
        "average checkpoints of different models",
        {"average", "ck_good/checkpoint.bin", "ck_other_model/checkpoint.bin", "--out", "avg.bin"},
@@ -1049,6 +1067,7 @@ TEST_P(BadInput, ExitsWithItsClassAndSaysWhatIsWrong) {
   EXPECT_NE(r.exit_code, 4) << "an internal error for a user's mistake";
   EXPECT_LT(r.exit_code, 128) << "killed by a signal";
   for (const auto& w : row.words) EXPECT_NE(r.err.find(w), std::string::npos) << "'" << w << "'";
+  EXPECT_EQ(r.err.find("not in range"), std::string::npos) << "CLI11's raw range message";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(rows()),
@@ -1342,6 +1361,36 @@ they are regular files under 1 GiB (TSV), 64 MiB (vocabulary) or 1 MiB (configur
 )";
   write_file(path, md.str());
   std::printf("[          ] wrote %d rows to %s\n", n, path);
+}
+
+// eval --copy-baseline scores the sources as the hypotheses: two of three lines copy exactly.
+TEST(EvalCli, CopyBaselineScoresTheSources) {
+  const std::string dir = Workspace::get().dir();
+  write_file(dir + "/copy_eval.tsv", "今天\t今天\n天气\t天气\n很好\t好的\n");
+  const CliResult r = run_cli(
+      {"eval", "--copy-baseline", "--data", "copy_eval.tsv", "--json", "--out", "copy_hyps.txt"},
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["examples"], 3);
+  EXPECT_NEAR(j["exact_match"].get<double>(), 2.0 / 3, 1e-12);
+  EXPECT_NEAR(j["ser"].get<double>(), 1.0 / 3, 1e-12);
+  EXPECT_TRUE(j["copy_baseline"].get<bool>());
+  EXPECT_FALSE(j.contains("loss")) << "no model, no teacher-forced loss";
+  EXPECT_EQ(read_file(dir + "/copy_hyps.txt"), "今天\n天气\n很好\n");
+}
+
+// eval with a model prints every metric, the teacher-forced ones included.
+TEST(EvalCli, ModelPrintsEveryMetric) {
+  const CliResult r =
+      run_cli({"eval", "--model", "run/checkpoint.bin", "--data", "data/valid.tsv", "--json"},
+              Workspace::get().dir());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  for (const char* k :
+       {"examples", "loss", "token_accuracy", "exact_match", "chrf", "bleu", "ter", "ser", "beam"})
+    EXPECT_TRUE(j.contains(k)) << k << " in " << r.out;
+  EXPECT_GT(j["examples"].get<int64_t>(), 0);
 }
 
 }  // namespace
