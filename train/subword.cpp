@@ -128,7 +128,15 @@ SubwordTokenizer SubwordTokenizer::from_model_bytes(std::string bytes, std::stri
   const std::string w(where);
   if (bytes.empty()) fail(w, "SentencePiece model is empty (0 bytes)");
   SubwordTokenizer t;
-  const auto st = t.sp_->LoadFromSerializedProto(bytes);
+  sentencepiece::util::Status st;
+  try {
+    st = t.sp_->LoadFromSerializedProto(bytes);
+  } catch (const std::exception& e) {
+    // The library's trie builder throws on some malformed models (a zero-length piece:
+    // "failed to insert key: zero-length key", found by fuzz_subword) instead of a Status.
+    fail(w, "not a valid SentencePiece model (" + std::to_string(bytes.size()) +
+                " bytes): " + e.what());
+  }
   if (!st.ok())
     fail(w, "not a valid SentencePiece model (" + std::to_string(bytes.size()) +
                 " bytes): " + st.ToString());

@@ -81,6 +81,10 @@ class Workspace {
       write_subword_dir(dir_.file("bad/spm_separate"), sp, &sp, false);
     }
     put("bad/spm_garbage/spm.model", "this is not a SentencePiece model");
+    // fuzz_subword's finding: the library's trie builder threw on a zero-length piece.
+    put("bad/spm_zero_piece/spm.model",
+        read_file(std::string(SEQTAPE_SOURCE_DIR) +
+                  "/fuzz/regressions/subword/zero_length_piece.model"));
     put("bad/too_long.tsv", "今天\t今天\n" + std::string(300, 'a') + "\t今天\n");
     // Model configurations.
     put("bad/config_not_json.json", "{\"d_model\": 8,");
@@ -324,6 +328,11 @@ const std::vector<Row>& rows() {
        train_with({"--vocab", "bad/spm_garbage"}),
        kData,
        {"bad/spm_garbage/spm.model"}},
+      {"train_vocab_spm_zero_length_piece",
+       "--vocab directory whose spm.model has a zero-length piece (found by fuzz_subword)",
+       train_with({"--vocab", "bad/spm_zero_piece"}),
+       kData,
+       {"bad/spm_zero_piece/spm.model", "not a valid SentencePiece model"}},
       {"train_too_long",
        "an example longer than max_positions",
        train_with({"--data", "bad/too_long.tsv"}),

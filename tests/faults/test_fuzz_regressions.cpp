@@ -14,6 +14,8 @@
 #include "train/checkpoint.h"
 #include "train/dataset.h"
 #include "train/safetensors.h"
+#include "train/subword.h"
+#include "train/subword.h"
 #include "train/tokenizer.h"
 
 namespace seqtape::faults {
@@ -100,6 +102,21 @@ TEST(FuzzRegressions, LeadingByteOrderMarkSurvivesWriteAndRead) {
   const Vocab v = Vocab::from_tokens({bom + "x", "<pad>", "<bos>", "<eos>"});
   v.save(dir.file("v.txt"));
   EXPECT_EQ(Vocab::load(dir.file("v.txt")).tokens(), v.tokens());
+}
+
+// SentencePiece's trie builder threw its own exception (not a Status) on a model with a
+// zero-length piece; it escaped as an internal error (exit 4). Found by fuzz_subword.
+TEST(FuzzRegressions, SentencePieceModelWithAZeroLengthPieceIsAnError) {
+  const fs::path dir = fs::path(SEQTAPE_SOURCE_DIR) / "fuzz" / "regressions";
+  const std::string bytes = read_file((dir / "subword" / "zero_length_piece.model").string());
+  try {
+    SubwordTokenizer::from_model_bytes(bytes, "regression.model");
+    FAIL() << "accepted a model with a zero-length piece";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a valid SentencePiece model"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("regression.model"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
