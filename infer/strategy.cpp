@@ -118,7 +118,7 @@ std::vector<GenerateResult> SearchStrategy::run(const SearchContext& c, Stepper&
   std::vector<std::unique_ptr<RowSearch>> searches;
   DecodeLoop loop(st, c.V);
   for (size_t i = 0; i < c.inputs.size(); ++i) {
-    std::vector<int32_t> rows(size_t(K));
+    std::vector<int32_t> rows(static_cast<size_t>(K));
     std::iota(rows.begin(), rows.end(), static_cast<int32_t>(int64_t(i) * K));
     searches.push_back(start(c, i, rows));
     loop.add(searches.back().get());

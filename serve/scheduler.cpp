@@ -125,7 +125,9 @@ void SerialScheduler::run(Job& job) {
     for (size_t b = 0; b < B; ++b)
       decode_alone(model_, job, b, [this, &job] {
         if (before_step_) before_step_();
-        return job.cancel.load() || cancel_all_.load();
+        const bool stop = job.cancel.load() || cancel_all_.load();
+        if (!stop) count_step();
+        return stop;
       });
   } catch (const std::exception& e) {
     job.error = e.what();
@@ -271,7 +273,9 @@ bool ContinuousScheduler::admit_input(Started& s) {
     try {
       decode_alone(model_, job, b, [this, &job] {
         if (before_step_) before_step_();
-        return cancelled(job);
+        const bool stop = cancelled(job);
+        if (!stop) count_step();
+        return stop;
       });
     } catch (const std::exception& e) {
       job.error = e.what();
@@ -303,11 +307,19 @@ bool ContinuousScheduler::admit_input(Started& s) {
 
 // Cancels the rows of cancelled jobs, then one model call over every live row.
 void ContinuousScheduler::step() {
-  for (auto& in : inputs_)
-    if (cancelled(*in->owner->job)) in->search->cancel();
-  loop_->remove_done();
+  const auto cancel_rows = [this] {
+    for (auto& in : inputs_)
+      if (cancelled(*in->owner->job)) in->search->cancel();
+    loop_->remove_done();
+  };
+  cancel_rows();
   if (loop_->empty()) return;
-  if (before_step_) before_step_();
+  if (before_step_) {
+    before_step_();
+    cancel_rows();  // asked again after the hook, as the serial scheduler does
+    if (loop_->empty()) return;
+  }
+  count_step();
   loop_->step();
 }
 

@@ -62,6 +62,7 @@ struct Job {
 struct SchedulerStats {
   int64_t queued = 0, running = 0;                     // now
   int64_t completed = 0, cancelled = 0, rejected = 0;  // since start (jobs)
+  int64_t steps = 0;  // since start: model calls (continuous: each steps every live row)
 };
 
 class Scheduler {
@@ -98,6 +99,10 @@ class SerialScheduler final : public Scheduler {
  private:
   void loop();
   void run(Job& job);
+  void count_step() {
+    std::lock_guard<std::mutex> l(m_);
+    ++counts_.steps;
+  }
 
   const InferenceModel& model_;
   const size_t capacity_;
@@ -138,6 +143,10 @@ class ContinuousScheduler final : public Scheduler {
   void fail_all(const std::string& error);
   void input_done(Started& s);
   bool cancelled(const Job& job) const { return job.cancel.load() || cancel_all_.load(); }
+  void count_step() {
+    std::lock_guard<std::mutex> l(m_);
+    ++counts_.steps;
+  }
 
   const InferenceModel& model_;
   const size_t capacity_;

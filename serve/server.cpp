@@ -156,7 +156,8 @@ struct Server::Impl {
                             {"running", s.running},
                             {"completed", s.completed},
                             {"cancelled", s.cancelled},
-                            {"rejected", s.rejected}}) +
+                            {"rejected", s.rejected},
+                            {"steps", s.steps}}) +
                           "\n",
                       "application/json");
     });

@@ -196,7 +196,8 @@ TEST(InferCache, CachedEqualsUncachedAlongGreedyPath) {
   for (WeightLayout layout : kLayouts)
     for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly})
       for (NormPlacement norm : {NormPlacement::Post, NormPlacement::Pre, NormPlacement::None}) {
-        SCOPED_TRACE(name_of(layout));
+        SCOPED_TRACE(std::string(name_of(layout)) + (arch == Arch::Seq2Seq ? " seq2seq" : " decoder-only") +
+                     " norm " + std::to_string(int(norm)));
         auto net = make_model(small_config(arch, norm, 11));
         InferenceModel m = view_of(*net, layout);
         GenerateOptions o;
