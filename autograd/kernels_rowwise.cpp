@@ -36,8 +36,8 @@ float dot_portable(int64_t k, const float* x, const float* w) {
   return s;
 }
 
-void rowwise_portable(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx,
-                      const float* w, int64_t ldw, float* y, int64_t ldy) {
+void rowwise_portable(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                      int64_t ldw, float* y, int64_t ldy) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) y[i * ldy + j] = dot_portable(k, x + i * ldx, w + j * ldw);
 }

@@ -23,7 +23,6 @@ struct Hyp {
   StopReason reason = StopReason::Length;
 };
 
-
 struct Cand {
   double score;
   int32_t hyp, token;

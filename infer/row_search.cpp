@@ -37,8 +37,7 @@ void DecodeLoop::step() {
                        feed_.tokens.begin() + feed_.offsets[i + 1]);
     logits = st_.prefill(feed_.rows, lists_);
   }
-  for (size_t i = 0; i < live_.size(); ++i)
-    live_[i]->advance(logits + first_[i] * size_t(V_), st_);
+  for (size_t i = 0; i < live_.size(); ++i) live_[i]->advance(logits + first_[i] * size_t(V_), st_);
   reorder_rows_.clear();
   reorder_parents_.clear();
   for (const RowSearch* s : live_) s->reorder(reorder_rows_, reorder_parents_);

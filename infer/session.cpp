@@ -149,8 +149,8 @@ void DecodeSession::open(int64_t max_rows, int64_t capacity) {
 std::vector<int32_t> DecodeSession::admit(const std::vector<int32_t>& source, int64_t n_rows) {
   if (!opened_) fail("DecodeSession::admit", "the session was not opened (call open first)");
   if (n_rows < 1 || n_rows > free_rows())
-    fail("DecodeSession::admit", std::to_string(n_rows) + " rows asked, " +
-                                     std::to_string(free_rows()) + " free");
+    fail("DecodeSession::admit",
+         std::to_string(n_rows) + " rows asked, " + std::to_string(free_rows()) + " free");
   int32_t b = -1;
   if (m_.seq2seq()) {
     check_source(source, "source", "DecodeSession::admit");
@@ -235,8 +235,8 @@ void DecodeSession::encode(int64_t b, const std::vector<int32_t>& source) {
 void DecodeSession::project_cross(int64_t b) {
   const int64_t S = src_len_[size_t(b)];
   const float* mem = memory_.data<float>() + b * S_ * C_;  // [S, C]
-  float* kx = grow(k_, S * C_);                             // [S, C]
-  float* vx = grow(v_, S * C_);                             // [S, C]
+  float* kx = grow(k_, S * C_);                            // [S, C]
+  float* vx = grow(v_, S * C_);                            // [S, C]
   const size_t head_bytes = size_t(Dh_) * sizeof(float);
   for (size_t l = 0; l < size_t(L_); ++l) {
     const AttnParams& A = m_.decoder_layers()[l].cross_attn;
@@ -433,8 +433,8 @@ void DecodeSession::reorder(std::span<const int32_t> parent) {
 
 void DecodeSession::reorder(std::span<const int32_t> rows, std::span<const int32_t> parents) {
   if (rows.size() != parents.size())
-    fail("DecodeSession::reorder", std::to_string(rows.size()) + " rows but " +
-                                       std::to_string(parents.size()) + " parents");
+    fail("DecodeSession::reorder",
+         std::to_string(rows.size()) + " rows but " + std::to_string(parents.size()) + " parents");
   new_len_.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     check_row(rows[i], "DecodeSession::reorder");

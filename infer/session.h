@@ -103,12 +103,11 @@ class DecodeSession {
  private:
   void check_begin(const std::vector<std::vector<int32_t>>& sources,
                    const std::vector<int32_t>& row_source, int64_t capacity) const;
-  void check_source(const std::vector<int32_t>& s, const std::string& what,
-                    const char* op) const;
+  void check_source(const std::vector<int32_t>& s, const std::string& what, const char* op) const;
   void allocate(int64_t rows, int64_t capacity, int64_t sources, int64_t source_positions);
   void encode(int64_t slot, const std::vector<int32_t>& source);  // into memory_ slot
-  void project_cross(int64_t slot);  // every decoder layer's cross K/V of one source slot
-  void project_all_cross();          // of every source slot in use
+  void project_cross(int64_t slot);           // every decoder layer's cross K/V of one source slot
+  void project_all_cross();                   // of every source slot in use
   float* k_slot(size_t layer, int64_t slot);  // [H, Tc, Dh] of a cache slot
   float* v_slot(size_t layer, int64_t slot);
   // Feeds tokens[offsets[i] .. offsets[i+1]) to rows[i] (the decoder over all of them at once).
@@ -121,14 +120,14 @@ class DecodeSession {
   const float* logits(const int32_t* offsets, size_t n, bool all_positions);
   const float* recompute(std::span<const int32_t> rows);  // Uncached: whole histories
   void move_rows(std::span<const int32_t> rows, std::span<const int32_t> parents);  // Cached
-  BlockScratch scratch(int64_t N, int64_t scores);        // grows the scratch to N rows
+  BlockScratch scratch(int64_t N, int64_t scores);  // grows the scratch to N rows
   void check_row(int32_t row, const char* op) const;
 
   const InferenceModel& m_;
   CacheMode mode_;
   int64_t C_, H_, Dh_, F_, V_, L_;
   BlockShape encoder_shape_, decoder_shape_;  // the encoder keeps the training layout
-  int64_t R_ = 0, cap_ = 0, B_ = 0, S_ = 0;  // B_ source slots of S_ positions
+  int64_t R_ = 0, cap_ = 0, B_ = 0, S_ = 0;   // B_ source slots of S_ positions
   std::vector<int32_t> row_source_, src_len_;
   std::vector<int64_t> len_;                   // processed positions per row
   std::vector<int64_t> slot_;                  // cache slot of each row, in [0, 2R)

@@ -112,7 +112,6 @@ void decode_alone(const InferenceModel& model, Job& job, size_t b,
   const auto t0 = std::chrono::steady_clock::now();
   job.results[b] = generate(model, {job.inputs[b]}, o).at(0);
   job.seconds[b] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (job.on_input_done) job.on_input_done(b);
 }
 
 void SerialScheduler::run(Job& job) {
@@ -122,13 +121,15 @@ void SerialScheduler::run(Job& job) {
   try {
     // One generate() per input, as `seqtape generate` decodes them: each answer is exactly the
     // offline one.
-    for (size_t b = 0; b < B; ++b)
+    for (size_t b = 0; b < B; ++b) {
       decode_alone(model_, job, b, [this, &job] {
         if (before_step_) before_step_();
         const bool stop = job.cancel.load() || cancel_all_.load();
         if (!stop) count_step();
         return stop;
       });
+      if (job.on_input_done) job.on_input_done(b);
+    }
   } catch (const std::exception& e) {
     job.error = e.what();
   }
@@ -138,8 +139,20 @@ void SerialScheduler::run(Job& job) {
 
 struct ContinuousScheduler::Started {
   std::shared_ptr<Job> job;
-  size_t next = 0;      // the next input to admit
-  size_t finished = 0;  // inputs with a result
+  size_t next = 0;             // the next input to admit
+  size_t finished = 0;         // inputs with a result
+  size_t announced = 0;        // inputs passed to on_input_done: always a prefix, in order
+  std::vector<uint8_t> ready;  // [B] has a result
+
+  // Input b has its result: on_input_done for it and any that waited for it, in input order
+  // (inputs decoded together may finish out of order).
+  void result_ready(size_t b) {
+    ready.resize(job->inputs.size());
+    ready[b] = 1;
+    ++finished;
+    for (; announced < ready.size() && ready[announced]; ++announced)
+      if (job->on_input_done) job->on_input_done(announced);
+  }
 };
 
 struct ContinuousScheduler::Input {
@@ -266,8 +279,8 @@ bool ContinuousScheduler::admit_input(Started& s) {
   const size_t b = s.next;
   const GenerateOptions& o = job.options;
   const int64_t rows = make_strategy(o)->rows_per_input(o);
-  const bool alone = cancelled(job) || !o.use_cache || o.verify_cache || o.num_samples > 1 ||
-                     rows > max_batch_;
+  const bool alone =
+      cancelled(job) || !o.use_cache || o.verify_cache || o.num_samples > 1 || rows > max_batch_;
   if (alone) {
     ++s.next;
     try {
@@ -280,7 +293,7 @@ bool ContinuousScheduler::admit_input(Started& s) {
     } catch (const std::exception& e) {
       job.error = e.what();
     }
-    ++s.finished;
+    s.result_ready(b);
     return true;
   }
   if (stepper_->free_rows() < rows) return false;
@@ -331,9 +344,8 @@ void ContinuousScheduler::finish_inputs() {
     job.results[in->b] = in->search->result(*stepper_);
     job.seconds[in->b] =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - in->t0).count();
-    if (job.on_input_done) job.on_input_done(in->b);
     stepper_->release(in->rows);
-    ++in->owner->finished;
+    in->owner->result_ready(in->b);
     Started* owner = in->owner;
     in.reset();
     if (owner->finished == owner->job->inputs.size()) input_done(*owner);

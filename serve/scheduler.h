@@ -39,7 +39,8 @@ struct Job {
   std::vector<std::vector<int32_t>> inputs;  // [B] encode_input() ids
   GenerateOptions options;                   // checked; on_stream / cancel are set by the scheduler
   std::function<void(const StreamEvent&)> on_stream;  // optional; event.input = index in [B]
-  std::function<void(size_t input)> on_input_done;    // optional; after results[input] is set
+  std::function<void(size_t input)> on_input_done;    // optional; after results[input] is set,
+                                                      // in input order
 
   std::atomic<bool> cancel{false};  // the client went away (or shutdown): stop reason cancelled
 
@@ -80,7 +81,7 @@ class Scheduler {
 
 // Decodes input b of `job` alone with generate() (the strategy its options select), streaming
 // through the job's hook; `cancelled` is asked before every step. Sets results[b] and
-// seconds[b], then calls on_input_done.
+// seconds[b] (the caller calls on_input_done).
 void decode_alone(const InferenceModel& model, Job& job, size_t b,
                   const std::function<bool()>& cancelled);
 

@@ -79,8 +79,7 @@ TEST(Kernels, RowwiseGemmRowsAreIndependentOfTheBatch) {
       // Batches of other sizes (and offsets) give the same rows again.
       for (int64_t m : {2, 3, 4, 5, 7, 64, 65}) {
         std::vector<float> part(static_cast<size_t>(m * ldy));
-        kernels::gemm_nt_rowwise(m, N, K, x.data() + 3 * ldx, ldx, w.data(), ldw, part.data(),
-                                 ldy);
+        kernels::gemm_nt_rowwise(m, N, K, x.data() + 3 * ldx, ldx, w.data(), ldw, part.data(), ldy);
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < N; ++j)
             ASSERT_EQ(part[size_t(i * ldy + j)], all[size_t((i + 3) * ldy + j)])

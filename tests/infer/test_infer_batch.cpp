@@ -24,9 +24,9 @@ namespace {
 
 using test_util::make_wide;
 using test_util::varied_inputs;
+using test_util::Wide;
 using test_util::wide_config;
 using test_util::wide_vocab;
-using test_util::Wide;
 
 void expect_each_alone(const InferenceModel& m, const std::vector<std::vector<int32_t>>& in,
                        const GenerateOptions& o, const std::string& what) {

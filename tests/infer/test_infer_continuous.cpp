@@ -155,8 +155,8 @@ struct Running {
 // result and the number of model calls.
 std::vector<GenerateResult> run_continuously(const InferenceModel& m,
                                              const std::vector<std::vector<int32_t>>& in,
-                                             const std::vector<Arrival>& arrivals,
-                                             int64_t max_rows, int64_t& calls) {
+                                             const std::vector<Arrival>& arrivals, int64_t max_rows,
+                                             int64_t& calls) {
   Stepper st(m, GenerateOptions{}, 0);
   st.open(max_rows, m.config().max_positions);
   DecodeLoop loop(st, m.config().vocab_size);

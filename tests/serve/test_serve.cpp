@@ -600,8 +600,8 @@ TEST(Serve, ContinuousSchedulerJoinsMidFlightAndCancelsOneRowAlone) {
       make_job({"爱学习"}, sampling_options(7, 10)),  // at step 2
       make_job({"我"}, beam_options(8)),              // at step 3
       make_job({"学习", "我爱学习"}, top_k),          // at step 3
-      make_job({"爱"}, sampling_options(3, 12)),     // at step 4, cancelled at step 7
-      make_job({"我爱我"}, greedy_options(9))};      // at step 6
+      make_job({"爱"}, sampling_options(3, 12)),      // at step 4, cancelled at step 7
+      make_job({"我爱我"}, greedy_options(9))};       // at step 6
   std::atomic<serve::Scheduler*> sched_ptr{nullptr};
   int step = 0;
   auto at_step = [&] {  // on the decoding thread, before every model call
