@@ -1,11 +1,13 @@
 // gemm_nt_rowwise: Y = X·Wᵀ with every output summed in one order that depends on K alone.
 //
-// The order (the contract every path below keeps): y[i, j] = reduce(acc) + tail, where acc has 8
-// lanes, lane u holding Σ x[i, p + u]·w[j, p + u] over p = 0, 8, 16, ... (p + 8 <= K) in
-// increasing p, one fused multiply-add each (plain multiply and add without FMA hardware);
-// reduce(acc) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)); the tail adds
-// x[i, p]·w[j, p] for the last K mod 8 columns in increasing p. Blocking several rows and
-// outputs only changes which (i, j) are computed together, never how one is summed.
+// The order (the contract every block of a path keeps): y[i, j] = reduce(acc) + tail, where acc
+// has W lanes, lane u holding Σ x[i, p + u]·w[j, p + u] over p = 0, W, 2W, ... (p + W <= K) in
+// increasing p, one fused multiply-add each (plain multiply and add on the portable path);
+// reduce(acc) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) after adding lane u + 8 into
+// lane u when W = 16; the tail adds x[i, p]·w[j, p] for the last K mod W columns in increasing
+// p. Blocking several rows and outputs only changes which (i, j) are computed together, never
+// how one is summed. The path (W = 16 with AVX-512, 8 with AVX2 + FMA, 8 portable) is chosen
+// once per process from the CPU, so every call of a process sums the same way.
 //
 // Dimension key: M rows of X, N outputs (rows of W), K the shared inner dimension.
 #include <algorithm>
@@ -15,7 +17,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define SEQTAPE_ROWWISE_AVX2 1
+#define SEQTAPE_ROWWISE_X86 1
+#define SEQTAPE_X86_TARGET(isa) __attribute__((target(isa)))
 #endif
 
 namespace seqtape::kernels {
@@ -42,88 +45,86 @@ void rowwise_portable(int64_t m, int64_t n, int64_t k, const float* x, int64_t l
     for (int64_t j = 0; j < n; ++j) y[i * ldy + j] = dot_portable(k, x + i * ldx, w + j * ldw);
 }
 
-#ifdef SEQTAPE_ROWWISE_AVX2
+#ifdef SEQTAPE_ROWWISE_X86
 
-#define SEQTAPE_AVX2 __attribute__((target("avx2,fma")))
-
-SEQTAPE_AVX2 inline float reduce8(__m256 v) {
+// The blocked kernel, written once (kernels_rowwise.inc) for two vector widths.
+SEQTAPE_X86_TARGET("avx2,fma") inline float reduce8(__m256 v) {
   const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));  // (a0+a4)+(a2+a6), (a1+a5)+(a3+a7)
   return _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
 }
 
-// R rows of X × Cn rows of W: R·Cn accumulators over the whole of K.
-template <int R, int Cn>
-SEQTAPE_AVX2 void block_avx2(int64_t k, const float* x, int64_t ldx, const float* w, int64_t ldw,
-                             float* y, int64_t ldy) {
-  __m256 acc[R][Cn];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < Cn; ++c) acc[r][c] = _mm256_setzero_ps();
-  const int64_t k8 = k & ~int64_t(7);
-  for (int64_t p = 0; p < k8; p += 8) {
-    __m256 wv[Cn];
-    for (int c = 0; c < Cn; ++c) wv[c] = _mm256_loadu_ps(w + c * ldw + p);
-    for (int r = 0; r < R; ++r) {
-      const __m256 xv = _mm256_loadu_ps(x + r * ldx + p);
-      for (int c = 0; c < Cn; ++c) acc[r][c] = _mm256_fmadd_ps(xv, wv[c], acc[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < Cn; ++c) {
-      float s = reduce8(acc[r][c]);
-      for (int64_t p = k8; p < k; ++p) s = std::fma(x[r * ldx + p], w[c * ldw + p], s);
-      y[r * ldy + c] = s;
-    }
+namespace avx2 {
+#define SEQTAPE_RW_TARGET "avx2,fma"
+#define SEQTAPE_RW_VEC __m256
+#define SEQTAPE_RW_LANES 8
+#define SEQTAPE_RW_ZERO() _mm256_setzero_ps()
+#define SEQTAPE_RW_LOAD(p) _mm256_loadu_ps(p)
+#define SEQTAPE_RW_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define SEQTAPE_RW_REDUCE(v) reduce8(v)
+#define SEQTAPE_RW_ROWS 4
+#define SEQTAPE_RW_COLS 3
+#include "autograd/kernels_rowwise.inc"
+}  // namespace avx2
+
+// 16 lanes: lanes u and u + 8 are added first, then the 8-lane reduction.
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") inline float reduce16(__m512 v) {
+  alignas(64) float lanes[16];  // (GCC 12's 256-bit extract intrinsics warn in -Wuninitialized)
+  _mm512_store_ps(lanes, v);
+  return reduce8(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
 }
 
-// R rows of X against every row of W, Cn outputs at a time.
-template <int R, int Cn>
-SEQTAPE_AVX2 void rows_avx2(int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
-                            int64_t ldw, float* y, int64_t ldy) {
-  int64_t j = 0;
-  for (; j + Cn <= n; j += Cn) block_avx2<R, Cn>(k, x, ldx, w + j * ldw, ldw, y + j, ldy);
-  for (; j < n; ++j) block_avx2<R, 1>(k, x, ldx, w + j * ldw, ldw, y + j, ldy);
-}
+namespace avx512 {
+#define SEQTAPE_RW_TARGET "avx512f,avx2,fma"
+#define SEQTAPE_RW_VEC __m512
+#define SEQTAPE_RW_LANES 16
+#define SEQTAPE_RW_ZERO() _mm512_setzero_ps()
+#define SEQTAPE_RW_LOAD(p) _mm512_loadu_ps(p)
+#define SEQTAPE_RW_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define SEQTAPE_RW_REDUCE(v) reduce16(v)
+#define SEQTAPE_RW_ROWS 4
+#define SEQTAPE_RW_COLS 4
+#include "autograd/kernels_rowwise.inc"
+}  // namespace avx512
 
-SEQTAPE_AVX2 void rowwise_avx2(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx,
-                               const float* w, int64_t ldw, float* y, int64_t ldy) {
-  constexpr int R = 4, Cn = 3;
-  for (int64_t i0 = 0; i0 < m; i0 += kPanelRows) {
-    const int64_t rows = std::min(kPanelRows, m - i0), full = rows - rows % R;
-    const float* xp = x + i0 * ldx;
-    float* yp = y + i0 * ldy;
-    // W's block of Cn rows stays in L1 while every group of R rows of the panel passes it.
-    int64_t j = 0;
-    for (; j + Cn <= n; j += Cn)
-      for (int64_t i = 0; i < full; i += R)
-        block_avx2<R, Cn>(k, xp + i * ldx, ldx, w + j * ldw, ldw, yp + i * ldy + j, ldy);
-    for (; j < n; ++j)
-      for (int64_t i = 0; i < full; i += R)
-        block_avx2<R, 1>(k, xp + i * ldx, ldx, w + j * ldw, ldw, yp + i * ldy + j, ldy);
-    for (int64_t i = full; i < rows; ++i)  // one row: eight outputs at a time
-      rows_avx2<1, 8>(n, k, xp + i * ldx, ldx, w, ldw, yp + i * ldy, ldy);
-  }
-}
+#endif  // SEQTAPE_ROWWISE_X86
 
-#endif  // SEQTAPE_ROWWISE_AVX2
+// The widest path this CPU has, chosen once: 16 lanes (AVX-512), 8 (AVX2 + FMA), or portable.
+enum class Path { Portable, Avx2, Avx512 };
+Path path() {
+#ifdef SEQTAPE_ROWWISE_X86
+  static const Path p = __builtin_cpu_supports("avx512f")
+                            ? Path::Avx512
+                        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                            ? Path::Avx2
+                            : Path::Portable;
+  return p;
+#else
+  return Path::Portable;
+#endif
+}
 
 }  // namespace
 
 void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                      int64_t ldw, float* y, int64_t ldy) {
-#ifdef SEQTAPE_ROWWISE_AVX2
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx2) return rowwise_avx2(m, n, k, x, ldx, w, ldw, y, ldy);
+#ifdef SEQTAPE_ROWWISE_X86
+  if (path() == Path::Avx512) return avx512::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
+  if (path() == Path::Avx2) return avx2::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
 #endif
   rowwise_portable(m, n, k, x, ldx, w, ldw, y, ldy);
 }
 
-bool gemm_nt_rowwise_uses_avx2() {
-#ifdef SEQTAPE_ROWWISE_AVX2
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
+const char* gemm_nt_rowwise_path() {
+  switch (path()) {
+    case Path::Avx512:
+      return "avx512";
+    case Path::Avx2:
+      return "avx2";
+    case Path::Portable:
+      break;
+  }
+  return "portable";
 }
 
 }  // namespace seqtape::kernels
