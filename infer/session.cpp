@@ -32,7 +32,7 @@ DecodeSession::DecodeSession(const InferenceModel& model, CacheMode mode)
       F_(model.config().d_ff),
       V_(model.config().vocab_size),
       L_(model.config().n_decoder_layers),
-      encoder_shape_(BlockShape::of(model.config(), false)),
+      encoder_shape_(BlockShape::of(model.config(), model.layout() == WeightLayout::Decode)),
       decoder_shape_(BlockShape::of(model.config(), model.layout() == WeightLayout::Decode)) {}
 
 void DecodeSession::check_begin(const std::vector<std::vector<int32_t>>& sources,
@@ -123,10 +123,11 @@ void DecodeSession::begin(const std::vector<std::vector<int32_t>>& sources,
   row_source_ = std::move(row_source);
   row_used_.assign(size_t(R_), 1);
   free_rows_.clear();
-  for (int64_t b = 0; b < B_; ++b) {
-    encode(b, sources[size_t(b)]);
-    if (mode_ == CacheMode::Cached) project_cross(b);
-  }
+  if (B_ == 0) return;
+  std::vector<int64_t> slots(static_cast<size_t>(B_));
+  std::iota(slots.begin(), slots.end(), 0);
+  encode(sources, slots);
+  for (int64_t b = 0; mode_ == CacheMode::Cached && b < B_; ++b) project_cross(b);
 }
 
 void DecodeSession::open(int64_t max_rows, int64_t capacity) {
@@ -156,7 +157,8 @@ std::vector<int32_t> DecodeSession::admit(const std::vector<int32_t>& source, in
     check_source(source, "source", "DecodeSession::admit");
     // A free row means a free source slot: every slot in use holds at least one row.
     b = static_cast<int32_t>(std::find(src_rows_.begin(), src_rows_.end(), 0) - src_rows_.begin());
-    encode(b, source);
+    const int64_t slot = b;
+    encode({source}, {&slot, 1});
     project_cross(b);
     src_rows_[size_t(b)] = static_cast<int32_t>(n_rows);
   } else if (!source.empty()) {
@@ -204,32 +206,57 @@ BlockScratch DecodeSession::scratch(int64_t N, int64_t scores) {
 
 // ---- encoder ------------------------------------------------------------------------------
 
-// The encoder over one source alone, into memory_'s slot b: its rows never depend on another
-// source (no padding, no shared matrix product).
-void DecodeSession::encode(int64_t b, const std::vector<int32_t>& source) {
-  const auto S = static_cast<int64_t>(source.size());
-  src_len_[size_t(b)] = static_cast<int32_t>(S);
-  float* px = memory_.data<float>() + b * S_ * C_;  // [S, C] residual stream of source b
-  const BlockScratch s = scratch(S, S * S);
-  pos_.resize(size_t(S));
-  std::iota(pos_.begin(), pos_.end(), 0);
-  embed_tokens(m_, source.data(), pos_.data(), S, px);
-  AttentionGroup g;
-  g.count = S;
-  g.k = s.k;
-  g.v = s.v;
-  g.head_stride = Dh_;
-  g.row_stride = C_;
-  g.n_keys = S;
+// The encoder over several sources at once, concatenated without padding: source i's positions
+// are rows [off_i, off_i + S_i) of the residual stream and attend to each other only. On the
+// Decode layout the matrix products sum every row alone, so a source encodes to the same bits
+// whichever sources share the call. Source i goes to memory_'s slot slots[i].
+void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources,
+                           std::span<const int64_t> slots) {
+  std::vector<int64_t> off(sources.size() + 1, 0);
+  int64_t longest = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    off[i + 1] = off[i] + static_cast<int64_t>(sources[i].size());
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(sources[i].size()));
+  }
+  const int64_t N = off.back();
+  const BlockScratch s = scratch(N, longest * longest);
+  float* px = x_.data<float>();  // [N, C] residual stream
+  std::vector<int32_t> ids;
+  pos_.clear();
+  for (const std::vector<int32_t>& src : sources) {
+    ids.insert(ids.end(), src.begin(), src.end());
+    for (size_t t = 0; t < src.size(); ++t) pos_.push_back(static_cast<int64_t>(t));
+  }
+  embed_tokens(m_, ids.data(), pos_.data(), N, px);
+  std::vector<AttentionGroup> groups(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    AttentionGroup& g = groups[i];
+    g.first = off[i];
+    g.count = off[i + 1] - off[i];
+    g.k = s.k + off[i] * C_;
+    g.v = s.v + off[i] * C_;
+    g.head_stride = Dh_;
+    g.row_stride = C_;
+    g.n_keys = g.count;
+  }
   int64_t layer = 0;
   for (const EncoderLayerParams& P : m_.encoder_layers()) {
-    g.event = {AttentionEvent::Kind::EncoderSelf, layer++, -1, static_cast<int32_t>(b)};
-    attention_block(encoder_shape_, P.self_attn, P.self_norm, px, S, true, {&g, 1}, s,
+    for (size_t i = 0; i < groups.size(); ++i)
+      groups[i].event = {AttentionEvent::Kind::EncoderSelf, layer, -1,
+                         static_cast<int32_t>(slots[i])};
+    attention_block(encoder_shape_, P.self_attn, P.self_norm, px, N, true, groups, s,
                     on_attention_);
-    feed_forward_block(encoder_shape_, P.ffn, P.ffn_norm, px, S, s);
+    feed_forward_block(encoder_shape_, P.ffn, P.ffn_norm, px, N, s);
+    ++layer;
   }
   if (encoder_shape_.norm == NormPlacement::Pre)
-    layer_norm(px, m_.encoder_final_norm(), px, S, C_, encoder_shape_.eps);
+    layer_norm(px, m_.encoder_final_norm(), px, N, C_, encoder_shape_.eps);
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const int64_t b = slots[i], S = off[i + 1] - off[i];
+    src_len_[size_t(b)] = static_cast<int32_t>(S);
+    std::memcpy(memory_.data<float>() + b * S_ * C_, px + off[i] * C_,
+                size_t(S * C_) * sizeof(float));  // [S, C] of slot b
+  }
 }
 
 void DecodeSession::project_cross(int64_t b) {

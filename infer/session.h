@@ -16,9 +16,9 @@
 //     once in begin(); a call writes the new positions at length(row) onward. A row reads its
 //     slot by index (slot_of). reorder() copies a moved row's parent into a free slot (R more
 //     are allocated the first time) and points the row at it; rows that stay are not copied.
-//   - Each source is encoded alone (no padding, and a source's encoding never depends on the
-//     others), so together with infer/layers' row-independent matrix products on the Decode
-//     layout a row decodes to the same bits in any batch.
+//   - Sources are encoded together without padding, each attending to itself only; with
+//     infer/layers' row-independent matrix products on the Decode layout, a source encodes and a
+//     row decodes to the same bits in any batch.
 //   - Processed vs selected: length(row) counts processed positions. A token chosen from the
 //     returned logits is selected but not processed; the next step() feeds exactly that token,
 //     writes its K/V at position length(row), and returns the logits that select the next one.
@@ -105,7 +105,8 @@ class DecodeSession {
                    const std::vector<int32_t>& row_source, int64_t capacity) const;
   void check_source(const std::vector<int32_t>& s, const std::string& what, const char* op) const;
   void allocate(int64_t rows, int64_t capacity, int64_t sources, int64_t source_positions);
-  void encode(int64_t slot, const std::vector<int32_t>& source);  // into memory_ slot
+  void encode(const std::vector<std::vector<int32_t>>& sources,
+              std::span<const int64_t> slots);  // into memory_'s slots
   void project_cross(int64_t slot);           // every decoder layer's cross K/V of one source slot
   void project_all_cross();                   // of every source slot in use
   float* k_slot(size_t layer, int64_t slot);  // [H, Tc, Dh] of a cache slot
@@ -126,7 +127,7 @@ class DecodeSession {
   const InferenceModel& m_;
   CacheMode mode_;
   int64_t C_, H_, Dh_, F_, V_, L_;
-  BlockShape encoder_shape_, decoder_shape_;  // the encoder keeps the training layout
+  BlockShape encoder_shape_, decoder_shape_;
   int64_t R_ = 0, cap_ = 0, B_ = 0, S_ = 0;   // B_ source slots of S_ positions
   std::vector<int32_t> row_source_, src_len_;
   std::vector<int64_t> len_;                   // processed positions per row
