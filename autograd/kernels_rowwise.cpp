@@ -93,8 +93,7 @@ namespace avx512 {
 enum class Path { Portable, Avx2, Avx512 };
 Path path() {
 #ifdef SEQTAPE_ROWWISE_X86
-  static const Path p = __builtin_cpu_supports("avx512f")
-                            ? Path::Avx512
+  static const Path p = __builtin_cpu_supports("avx512f") ? Path::Avx512
                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
                             ? Path::Avx2
                             : Path::Portable;

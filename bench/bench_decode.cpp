@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "bench/bench_util.h"
 #include "autograd/kernels.h"
+#include "bench/bench_util.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/session.h"

@@ -128,7 +128,7 @@ class DecodeSession {
   CacheMode mode_;
   int64_t C_, H_, Dh_, F_, V_, L_;
   BlockShape encoder_shape_, decoder_shape_;
-  int64_t R_ = 0, cap_ = 0, B_ = 0, S_ = 0;   // B_ source slots of S_ positions
+  int64_t R_ = 0, cap_ = 0, B_ = 0, S_ = 0;  // B_ source slots of S_ positions
   std::vector<int32_t> row_source_, src_len_;
   std::vector<int64_t> len_;                   // processed positions per row
   std::vector<int64_t> slot_;                  // cache slot of each row, in [0, 2R)
