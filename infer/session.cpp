@@ -148,31 +148,49 @@ void DecodeSession::open(int64_t max_rows, int64_t capacity) {
 }
 
 std::vector<int32_t> DecodeSession::admit(const std::vector<int32_t>& source, int64_t n_rows) {
-  if (!opened_) fail("DecodeSession::admit", "the session was not opened (call open first)");
-  if (n_rows < 1 || n_rows > free_rows())
-    fail("DecodeSession::admit",
-         std::to_string(n_rows) + " rows asked, " + std::to_string(free_rows()) + " free");
-  int32_t b = -1;
-  if (m_.seq2seq()) {
-    check_source(source, "source", "DecodeSession::admit");
+  return admit(std::vector<std::vector<int32_t>>{source}, {&n_rows, 1}).at(0);
+}
+
+std::vector<std::vector<int32_t>> DecodeSession::admit(
+    const std::vector<std::vector<int32_t>>& sources, std::span<const int64_t> n_rows) {
+  const char* op = "DecodeSession::admit";
+  if (!opened_) fail(op, "the session was not opened (call open first)");
+  if (sources.size() != n_rows.size())
+    fail(op, std::to_string(sources.size()) + " sources but " + std::to_string(n_rows.size()) +
+                 " row counts");
+  int64_t asked = 0;
+  for (int64_t n : n_rows) {
+    if (n < 1) fail(op, "every input needs at least one row");
+    asked += n;
+  }
+  if (asked > free_rows())
+    fail(op, std::to_string(asked) + " rows asked, " + std::to_string(free_rows()) + " free");
+  for (const std::vector<int32_t>& src : sources)
+    if (m_.seq2seq())
+      check_source(src, "source", op);
+    else if (!src.empty())
+      fail(op, "a decoder-only model has no source; prefill the prompt instead");
+  if (sources.empty()) return {};
+  std::vector<int64_t> slots(sources.size(), -1);
+  for (size_t i = 0; i < sources.size() && m_.seq2seq(); ++i) {
     // A free row means a free source slot: every slot in use holds at least one row.
-    b = static_cast<int32_t>(std::find(src_rows_.begin(), src_rows_.end(), 0) - src_rows_.begin());
-    const int64_t slot = b;
-    encode({source}, {&slot, 1});
-    project_cross(b);
-    src_rows_[size_t(b)] = static_cast<int32_t>(n_rows);
-  } else if (!source.empty()) {
-    fail("DecodeSession::admit", "a decoder-only model has no source; prefill the prompt instead");
+    slots[i] = std::find(src_rows_.begin(), src_rows_.end(), 0) - src_rows_.begin();
+    src_rows_[size_t(slots[i])] = static_cast<int32_t>(n_rows[i]);
   }
-  std::vector<int32_t> rows;
-  for (int64_t i = 0; i < n_rows; ++i) {
-    const int32_t r = free_rows_.back();
-    free_rows_.pop_back();
-    row_used_[size_t(r)] = 1;
-    row_source_[size_t(r)] = b;
-    len_[size_t(r)] = 0;
-    rows.push_back(r);
+  if (m_.seq2seq()) {
+    encode(sources, slots);  // together: each source's rows as they would be alone
+    for (int64_t b : slots) project_cross(b);
   }
+  std::vector<std::vector<int32_t>> rows(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (int64_t k = 0; k < n_rows[i]; ++k) {
+      const int32_t r = free_rows_.back();
+      free_rows_.pop_back();
+      row_used_[size_t(r)] = 1;
+      row_source_[size_t(r)] = static_cast<int32_t>(slots[i]);
+      len_[size_t(r)] = 0;
+      rows[i].push_back(r);
+    }
   return rows;
 }
 

@@ -62,6 +62,9 @@ class DecodeSession {
   // not admitted cannot be fed. Cached mode only.
   void open(int64_t max_rows, int64_t capacity);
   std::vector<int32_t> admit(const std::vector<int32_t>& source, int64_t n_rows = 1);
+  // Several inputs at once (their sources encoded in one pass): input i gets n_rows[i] rows.
+  std::vector<std::vector<int32_t>> admit(const std::vector<std::vector<int32_t>>& sources,
+                                          std::span<const int64_t> n_rows);
   void release(std::span<const int32_t> rows);
   int64_t free_rows() const { return static_cast<int64_t>(free_rows_.size()); }
 

@@ -56,6 +56,11 @@ std::vector<int32_t> Stepper::admit(const std::vector<int32_t>& source, int64_t 
   return main_.admit(source, n_rows);
 }
 
+std::vector<std::vector<int32_t>> Stepper::admit(const std::vector<std::vector<int32_t>>& sources,
+                                                 std::span<const int64_t> n_rows) {
+  return main_.admit(sources, n_rows);
+}
+
 void Stepper::release(std::span<const int32_t> rows) {
   main_.release(rows);
 }

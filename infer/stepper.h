@@ -29,6 +29,8 @@ class Stepper {
   // Continuous batching (DecodeSession::open/admit/release); not with verify_cache.
   void open(int64_t max_rows, int64_t capacity);
   std::vector<int32_t> admit(const std::vector<int32_t>& source, int64_t n_rows);
+  std::vector<std::vector<int32_t>> admit(const std::vector<std::vector<int32_t>>& sources,
+                                          std::span<const int64_t> n_rows);
   void release(std::span<const int32_t> rows);
   int64_t free_rows() const { return main_.free_rows(); }
   int64_t length(int32_t row) const { return main_.length(row); }

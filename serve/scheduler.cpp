@@ -162,6 +162,7 @@ struct ContinuousScheduler::Input {
   GenerateOptions opt;
   std::unique_ptr<SearchContext> context;
   std::unique_ptr<RowSearch> search;
+  int64_t n_rows = 1;
   std::vector<int32_t> rows;
   std::chrono::steady_clock::time_point t0;
 };
@@ -235,8 +236,31 @@ bool ContinuousScheduler::wait_for_work() {
   return !queue_.empty() || !started_.empty();
 }
 
-// Inputs of started jobs first, then new jobs, in order, while rows are free.
+// Inputs of started jobs first, then new jobs, in order, while rows are free; those taken join
+// the session together (their sources encoded in one pass).
 void ContinuousScheduler::admit() {
+  budget_ = stepper_->free_rows();
+  take_inputs();
+  if (pending_.empty()) return;
+  std::vector<std::vector<int32_t>> sources;
+  std::vector<int64_t> n_rows;
+  for (const auto& in : pending_) {
+    sources.push_back(model_.seq2seq() ? in->inputs[0] : std::vector<int32_t>{});
+    n_rows.push_back(in->n_rows);
+  }
+  const std::vector<std::vector<int32_t>> rows = stepper_->admit(sources, n_rows);
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    Input& in = *pending_[i];
+    in.rows = rows[i];
+    in.search = make_strategy(in.opt)->start(*in.context, 0, in.rows);
+    in.t0 = std::chrono::steady_clock::now();
+    loop_->add(in.search.get());
+    inputs_.push_back(std::move(pending_[i]));
+  }
+  pending_.clear();
+}
+
+void ContinuousScheduler::take_inputs() {
   for (auto& p : started_) {
     if (!p) continue;
     Started& s = *p;
@@ -272,8 +296,8 @@ void ContinuousScheduler::admit() {
   }
 }
 
-// Admits input s.next into the session, or decodes it at once when it is cancelled or the
-// session cannot take it; false (nothing done) when its rows are not free.
+// Takes input s.next for the session (pending_), or decodes it at once when it is cancelled or
+// the session cannot take it; false (nothing done) when its rows are not free.
 bool ContinuousScheduler::admit_input(Started& s) {
   Job& job = *s.job;
   const size_t b = s.next;
@@ -296,10 +320,12 @@ bool ContinuousScheduler::admit_input(Started& s) {
     s.result_ready(b);
     return true;
   }
-  if (stepper_->free_rows() < rows) return false;
+  if (budget_ < rows) return false;
+  budget_ -= rows;
   auto in = std::make_unique<Input>();
   in->owner = &s;
   in->b = b;
+  in->n_rows = rows;
   in->inputs = {job.inputs[b]};
   in->opt = o;
   if (job.on_stream)
@@ -309,11 +335,7 @@ bool ContinuousScheduler::admit_input(Started& s) {
       j->on_stream(f);
     };
   in->context = std::make_unique<SearchContext>(model_, in->inputs, in->opt);
-  in->rows = stepper_->admit(model_.seq2seq() ? job.inputs[b] : std::vector<int32_t>{}, rows);
-  in->search = make_strategy(o)->start(*in->context, 0, in->rows);
-  in->t0 = std::chrono::steady_clock::now();
-  loop_->add(in->search.get());
-  inputs_.push_back(std::move(in));
+  pending_.push_back(std::move(in));
   ++s.next;
   return true;
 }
@@ -375,6 +397,7 @@ void ContinuousScheduler::input_done(Started& s) {
 // opened afresh.
 void ContinuousScheduler::fail_all(const std::string& error) {
   inputs_.clear();
+  pending_.clear();
   loop_ = std::make_unique<DecodeLoop>(*stepper_, model_.config().vocab_size);
   stepper_->open(max_batch_, model_.config().max_positions);
   for (auto& s : started_) {

@@ -138,6 +138,7 @@ class ContinuousScheduler final : public Scheduler {
   void loop();
   bool wait_for_work();  // false: stopping and nothing left
   void admit();
+  void take_inputs();
   bool admit_input(Started& s);  // false: not enough free rows
   void step();
   void finish_inputs();
@@ -165,6 +166,8 @@ class ContinuousScheduler final : public Scheduler {
   std::unique_ptr<DecodeLoop> loop_;
   std::vector<std::unique_ptr<Started>> started_;  // FIFO
   std::vector<std::unique_ptr<Input>> inputs_;     // in the session
+  std::vector<std::unique_ptr<Input>> pending_;    // taken by admit(), joining at this step
+  int64_t budget_ = 0;                             // rows admit() may still give
   std::thread thread_;
 };
 

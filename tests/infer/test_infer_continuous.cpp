@@ -94,6 +94,19 @@ TEST(InferContinuous, AdmittedRowsGiveTheBitsOfARowAlone) {
     l = s.prefill(rows, {{then[1]}, first_feed(m, in[4])});
     EXPECT_EQ(std::vector<float>(l, l + V), want3[2]);
     EXPECT_EQ(std::vector<float>(l + V, l + 2 * V), want4[0]);
+
+    // Several inputs admitted at once (sources encoded in one pass), the second on two rows.
+    DecodeSession t(m);
+    t.open(4, 32);
+    const std::vector<int64_t> n_rows = {1, 2};
+    const auto got = t.admit({source_of(m, in[1]), source_of(m, in[3])}, n_rows);
+    ASSERT_EQ(got, (std::vector<std::vector<int32_t>>{{0}, {1, 2}}));
+    const std::vector<int32_t> three = {0, 2, 1};
+    l = t.prefill(three, {first_feed(m, in[1]), first_feed(m, in[3]), first_feed(m, in[3])});
+    EXPECT_EQ(std::vector<float>(l, l + V), want1[0]);
+    EXPECT_EQ(std::vector<float>(l + V, l + 2 * V), want3[0]);
+    EXPECT_EQ(std::vector<float>(l + 2 * V, l + 3 * V), want3[0]);
+    EXPECT_EQ(t.free_rows(), 1);
   }
 }
 
