@@ -334,9 +334,16 @@ bool ContinuousScheduler::admit_input(Started& s) {
       f.input = int64_t(b);
       j->on_stream(f);
     };
-  in->context = std::make_unique<SearchContext>(model_, in->inputs, in->opt);
-  pending_.push_back(std::move(in));
   ++s.next;
+  try {  // checks the options and the input: a bad one fails its job only
+    in->context = std::make_unique<SearchContext>(model_, in->inputs, in->opt);
+  } catch (const std::exception& e) {
+    job.error = e.what();
+    budget_ += rows;
+    s.result_ready(b);
+    return true;
+  }
+  pending_.push_back(std::move(in));
   return true;
 }
 
