@@ -28,6 +28,17 @@ void vec_mat(int64_t k, int64_t n, T alpha, const T* x, const T* w, T beta, T* y
 template <typename T>
 void mat_vec(int64_t m, int64_t k, T alpha, const T* a, int64_t lda, const T* x, T beta, T* y);
 
+// Y[M,N] = X[M,K]·Wᵀ with W row-major [N,K] (each output's weights one contiguous row), row
+// strides ldx, ldw, ldy. Not BLAS: every Y[i,j] is summed in one fixed order that depends on K
+// alone (kernels_rowwise.cpp states it), never on M or on the other rows, so a row gives the same
+// bits alone (M = 1) as inside any batch. The decoder uses it for its [out, in] matrices: that is
+// what makes a batched or continuously batched decode give exactly what each input gives alone.
+// AVX-512 or AVX2 + FMA when the CPU has them (decided once per process), portable C++
+// otherwise; gemm_nt_rowwise_path() names the one in use.
+void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                     int64_t ldw, float* y, int64_t ldy);
+const char* gemm_nt_rowwise_path();
+
 // Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
 // zeros. In place is allowed (y == x).
 template <typename T>

@@ -1,10 +1,10 @@
-// seqtape serve under load: an in-process Server on 127.0.0.1 (a free port) over the medium
+// seqtape serve under load: in-process Servers on 127.0.0.1 (free ports) over the medium
 // configuration (C 256, H 4, 3+3 layers, F 1024, V 64; random-init weights, as bench_decode),
 // with 1, 8 and 32 concurrent clients. Each request decodes exactly 32 tokens greedily
 // (min_new = max_new = 32) from a 31-token source; every client sends its requests back to back.
-// Reports requests/s and p50 / p99 latency. The scheduler today is SerialScheduler (one request
-// at a time), so throughput stays flat and latency grows with the clients; the figures are the
-// baseline the continuous-batching scheduler is to beat.
+// Reports requests/s and p50 / p99 latency for the serial scheduler (one request at a time) and
+// the continuous one (every request's row stepped in one model call, --max-batch 32), run back
+// to back at each client count, and the continuous/serial ratios of the same run.
 //
 //   build/bench/bench_serve [requests per client at 1 client, default 40]
 //
@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -40,6 +41,49 @@ double percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
+struct Figures {
+  double rps = 0, p50 = 0, p99 = 0;
+  size_t requests = 0;
+  int failed = 0;
+};
+
+// `clients` threads posting `body` back to back, per_client requests each.
+Figures measure(int port, const std::string& body, int clients, int per_client) {
+  std::vector<std::vector<double>> lat(static_cast<size_t>(clients));
+  std::atomic<int> failed{0};
+  std::vector<std::thread> th;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int c = 0; c < clients; ++c)
+    th.emplace_back([&, c] {
+      httplib::Client cli("127.0.0.1", port);
+      cli.set_read_timeout(120, 0);
+      for (int i = 0; i < per_client; ++i) {
+        const auto r0 = std::chrono::steady_clock::now();
+        auto res = cli.Post("/v1/generate", body, "application/json");
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r0)
+                .count();
+        if (!res || res->status != 200) {
+          ++failed;  // counted, not timed
+          continue;
+        }
+        lat[size_t(c)].push_back(ms);
+      }
+    });
+  for (auto& x : th) x.join();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<double> all;
+  for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
+  Figures f;
+  f.requests = all.size();
+  f.failed = failed.load();
+  if (all.empty()) return f;
+  f.rps = double(all.size()) / secs;
+  f.p50 = percentile(all, 0.5);
+  f.p99 = percentile(all, 0.99);
+  return f;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,55 +101,55 @@ int main(int argc, char** argv) {
   const std::string body =
       nlohmann::json{{"input", source}, {"min_new", 32}, {"max_new", 32}}.dump();
 
-  serve::ServerOptions o;
-  o.host = "127.0.0.1";
-  o.port = 0;
-  o.queue = 64;
-  o.http_threads = 48;
-  o.limits.max_input_bytes = 1 << 12;
-  serve::Server server(model, o);
-  const int port = server.bind();
-  std::thread t([&] { server.run(); });
+  const std::vector<std::string> kinds = {"serial", "continuous"};
+  std::vector<std::unique_ptr<serve::Server>> servers;
+  std::vector<std::thread> threads;
+  std::vector<int> ports;
+  for (const std::string& kind : kinds) {
+    serve::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.queue = 64;
+    o.http_threads = 48;
+    o.scheduler = kind;
+    o.max_batch = 32;
+    o.limits.max_input_bytes = 1 << 12;
+    servers.push_back(std::make_unique<serve::Server>(model, o));
+    ports.push_back(servers.back()->bind());
+    serve::Server* s = servers.back().get();
+    threads.emplace_back([s] { s->run(); });
+  }
 
   std::printf(
-      "bench_serve: medium model (%zu parameters), %s scheduler, 32 new tokens per "
-      "request, port %d\n",
-      model.parameter_count(), "serial", port);
-  std::printf("%8s %9s %11s %10s %10s\n", "clients", "requests", "requests/s", "p50 ms", "p99 ms");
+      "bench_serve: medium model (%zu parameters), 32 new tokens per request; serial vs "
+      "continuous (--max-batch 32), back to back at each client count\n",
+      model.parameter_count());
+  std::printf("%8s %11s %9s %11s %10s %10s\n", "clients", "scheduler", "requests", "requests/s",
+              "p50 ms", "p99 ms");
+  struct Row {
+    int clients;
+    Figures serial, continuous;
+  };
+  std::vector<Row> rows;
   for (int clients : {1, 8, 32}) {
     const int per_client = std::max(2, base * 4 / (clients + 3));
-    std::vector<std::vector<double>> lat(static_cast<size_t>(clients));
-    std::atomic<int> failed{0};
-    std::vector<std::thread> th;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int c = 0; c < clients; ++c)
-      th.emplace_back([&, c] {
-        httplib::Client cli("127.0.0.1", port);
-        cli.set_read_timeout(120, 0);
-        for (int i = 0; i < per_client; ++i) {
-          const auto r0 = std::chrono::steady_clock::now();
-          auto res = cli.Post("/v1/generate", body, "application/json");
-          const double ms =
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r0)
-                  .count();
-          if (!res || res->status != 200) {
-            ++failed;  // counted, not timed
-            continue;
-          }
-          lat[size_t(c)].push_back(ms);
-        }
-      });
-    for (auto& x : th) x.join();
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::vector<double> all;
-    for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
-    std::printf("%8d %9zu %11.1f %10.1f %10.1f%s\n", clients, all.size(), double(all.size()) / secs,
-                percentile(all, 0.5), percentile(all, 0.99),
-                failed ? (" (" + std::to_string(failed.load()) + " failed)").c_str() : "");
-    std::fflush(stdout);
+    Row r{clients, {}, {}};
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      const Figures f = measure(ports[k], body, clients, per_client);
+      (k == 0 ? r.serial : r.continuous) = f;
+      std::printf("%8d %11s %9zu %11.1f %10.1f %10.1f%s\n", clients, kinds[k].c_str(), f.requests,
+                  f.rps, f.p50, f.p99,
+                  f.failed ? (" (" + std::to_string(f.failed) + " failed)").c_str() : "");
+      std::fflush(stdout);
+    }
+    rows.push_back(r);
   }
-  server.stop(std::chrono::milliseconds(0));
-  t.join();
+  std::printf("\ncontinuous / serial, same run:\n%8s %12s %12s %12s\n", "clients", "requests/s",
+              "p50 latency", "p99 latency");
+  for (const Row& r : rows)
+    std::printf("%8d %11.2fx %11.2fx %11.2fx\n", r.clients, r.continuous.rps / r.serial.rps,
+                r.continuous.p50 / r.serial.p50, r.continuous.p99 / r.serial.p99);
+  for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
+  for (auto& t : threads) t.join();
   return 0;
 }

@@ -21,14 +21,24 @@ extern "C" void on_serve_stop_signal(int) {
   g_stop = true;
 }
 
+constexpr int64_t kMaxBatchLimit = 4096;
+
 struct ServeArgs {
   std::string model;
   serve::ServerOptions o;
   int64_t drain_ms = 10000;
+  bool max_batch_given = false;
 };
 
 int run_serve(ServeArgs& a) {
   serve::ServerOptions o = a.o;
+  if (o.scheduler != "continuous" && o.scheduler != "serial")
+    throw UsageError("--scheduler must be continuous or serial, got '" + o.scheduler + "'");
+  if (o.max_batch < 1 || o.max_batch > kMaxBatchLimit)
+    throw UsageError("--max-batch must be in [1, " + std::to_string(kMaxBatchLimit) + "], got " +
+                     std::to_string(o.max_batch));
+  if (a.max_batch_given && o.scheduler == "serial")
+    throw UsageError("--max-batch applies to --scheduler continuous only");
   if (o.port < 0 || o.port > 65535)
     throw UsageError("--port must be in [0, 65535], got " + std::to_string(o.port));
   if (o.queue < 1) throw UsageError("--queue must be at least 1");
@@ -88,6 +98,17 @@ void register_serve(CLI::App& app, Runner& run) {
   sub->add_option("--port", o.port, "port (0 = a free one, printed)")->capture_default_str();
   sub->add_option("--queue", o.queue, "requests queued or running at most; more get 503")
       ->capture_default_str();
+  sub->add_option("--scheduler", o.scheduler,
+                  "continuous: one decoding loop steps the rows of every request together (a "
+                  "request joins at the next step, a finished one leaves); serial: one request "
+                  "at a time")
+      ->capture_default_str();
+  CLI::Option* max_batch =
+      sub->add_option("--max-batch", o.max_batch,
+                      "continuous: rows decoded in one step at most, 1.." +
+                          std::to_string(kMaxBatchLimit) +
+                          " (a beam of K takes K rows; a wider one is decoded alone)")
+          ->capture_default_str();
   sub->add_option("--threads", o.http_threads, "connections served at once")->capture_default_str();
   sub->add_option("--max-body", o.limits.max_body_bytes, "largest request body, bytes")
       ->capture_default_str();
@@ -106,7 +127,10 @@ void register_serve(CLI::App& app, Runner& run) {
   sub->add_option("--drain-ms", a->drain_ms,
                   "on SIGTERM: time in-flight requests get to finish before they are cancelled")
       ->capture_default_str();
-  sub->callback([&run, a] { run = [a] { return run_serve(*a); }; });
+  sub->callback([&run, a, max_batch] {
+    a->max_batch_given = max_batch->count() > 0;
+    run = [a] { return run_serve(*a); };
+  });
 }
 
 }  // namespace seqtape::cli

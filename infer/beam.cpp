@@ -1,6 +1,6 @@
 // Beam search: K hypotheses per input on K rows. Each call expands every live hypothesis
-// (expand), keeps the best (K − ended) candidates of each input (select), and re-gathers the
-// rows' caches by parent; finalize ranks the ended hypotheses.
+// (expand), keeps the best (K − ended) candidates (select), and re-gathers the rows' caches by
+// parent; result() ranks the ended hypotheses.
 //
 // Dimension key: B inputs, K beam size, R = B·K rows, V vocabulary.
 #include <algorithm>
@@ -19,14 +19,8 @@ struct Hyp {
   std::vector<int32_t> tokens;
   OutputText text;
   double score = 0;
-  int32_t row = -1;
+  int32_t row = -1;  // index in the input's rows
   StopReason reason = StopReason::Length;
-};
-
-struct Source {
-  std::vector<Hyp> alive, ended;
-  std::vector<int64_t> lens;  // cache length at each step
-  bool cancelled = false;
 };
 
 struct Cand {
@@ -34,95 +28,107 @@ struct Cand {
   int32_t hyp, token;
 };
 
-class BeamRun {
+// One input's K hypotheses on its K rows.
+class Beam final : public RowSearch {
  public:
-  BeamRun(const SearchContext& c, Stepper& st)
+  Beam(const SearchContext& c, size_t input, std::span<const int32_t> rows)
       : c_(c),
-        st_(st),
+        b_(input),
         K_(c.opt.beam),
-        src_(c.inputs.size()),
-        parent_(c.inputs.size() * size_t(K_)),
+        rows_(rows.begin(), rows.end()),
+        parent_(rows.size(), -1),
         idx_(size_t(c.V)),
         work_(size_t(c.V)) {
-    std::vector<int32_t> row_source(parent_.size());
-    for (size_t r = 0; r < row_source.size(); ++r) row_source[r] = static_cast<int32_t>(r / K_);
-    st_.begin(c.sources(), row_source, c.capacity);
-    for (size_t b = 0; b < src_.size(); ++b) {
-      Hyp h;
-      h.text = OutputText(&c.opt.stop_strings);
-      h.row = static_cast<int32_t>(int64_t(b) * K_);
-      src_[b].alive.push_back(std::move(h));
+    Hyp h;
+    h.text = OutputText(&c.opt.stop_strings);
+    h.row = 0;  // hypotheses name their row by its index in rows_
+    alive_.push_back(std::move(h));
+  }
+
+  // Every live hypothesis: the first call prefills, later ones feed its last token.
+  void feed(Feed& f) const override {
+    for (const Hyp& h : alive_)
+      if (round_ == 0)
+        f.add(rows_[size_t(h.row)], c_.first_feed[b_]);
+      else
+        f.add(rows_[size_t(h.row)], std::span<const int32_t>(&h.tokens.back(), 1));
+  }
+
+  void advance(const float* logits, const Stepper& st) override {
+    lens_.push_back(st.length(rows_[size_t(alive_[0].row)]));
+    std::fill(parent_.begin(), parent_.end(), -1);
+    expand(logits, st);
+    select();
+    ++round_;
+  }
+
+  // Beams continue their parents' caches; the cross K/V stay with the source.
+  void reorder(std::vector<int32_t>& rows, std::vector<int32_t>& parents) const override {
+    for (size_t k = 0; k < rows_.size(); ++k) {
+      rows.push_back(rows_[k]);
+      parents.push_back(parent_[k] < 0 ? -1 : rows_[size_t(parent_[k])]);
     }
   }
 
-  std::vector<GenerateResult> run() {
-    for (int64_t round = 0;; ++round) {
-      const float* logits = call(round);
-      if (!logits) break;
-      std::fill(parent_.begin(), parent_.end(), -1);
-      int64_t at = 0;  // logits row of the next live hypothesis
-      for (size_t b = 0; b < src_.size(); ++b) {
-        if (src_[b].alive.empty()) continue;
-        src_[b].lens.push_back(st_.length(src_[b].alive[0].row));
-        expand(b, round, logits, at);
-        select(b, round);
-      }
-      st_.reorder(parent_);  // beams continue their parents' caches; cross K/V stay per source
+  bool done() const override { return alive_.empty(); }
+
+  void cancel() override {
+    if (alive_.empty()) return;
+    for (Hyp& h : alive_) {
+      h.reason = StopReason::Cancelled;
+      ended_.push_back(std::move(h));
     }
-    std::vector<GenerateResult> out(src_.size());
-    for (size_t b = 0; b < src_.size(); ++b) out[b] = finalize(b);
-    return out;
+    alive_.clear();
+    cancelled_ = true;
+  }
+
+  // The ended hypotheses ranked by normalized score (then score), best first.
+  GenerateResult result(const Stepper& st) override {
+    GenerateResult g;
+    g.max_abs_delta = st.delta(b_);
+    if (cancelled_) g.stop_reason = StopReason::Cancelled;
+    if (ended_.empty()) {
+      c_.stream(b_, -1, "", true);
+      return g;
+    }
+    std::vector<Hypothesis> all;
+    for (Hyp& h : ended_)
+      all.push_back({h.tokens, h.text.text(), h.score,
+                     normalized_score(h.score, h.tokens.size(), h.reason, c_.opt.length_penalty),
+                     h.reason});
+    std::stable_sort(all.begin(), all.end(), [](const Hypothesis& a, const Hypothesis& c) {
+      if (a.normalized_score != c.normalized_score) return a.normalized_score > c.normalized_score;
+      return a.score > c.score;
+    });
+    const Hypothesis& best = all[0];
+    g.tokens = best.tokens;
+    g.text = best.text;
+    g.score = best.score;
+    g.normalized_score = best.normalized_score;
+    if (!cancelled_) g.stop_reason = best.stop_reason;
+    const size_t steps = best.tokens.size() + (best.stop_reason == StopReason::Eos ? 1 : 0);
+    g.cache_lengths.assign(lens_.begin(), lens_.begin() + long(std::min(steps, lens_.size())));
+    all.resize(std::min(all.size(), size_t(c_.opt.n_best)));
+    g.n_best = std::move(all);
+    c_.stream(b_, -1, g.text, true);
+    return g;
   }
 
  private:
-  // Feeds every live hypothesis (the first call prefills); nullptr when none is left or the
-  // run is cancelled.
-  const float* call(int64_t round) {
-    active_.clear();
-    feed_.clear();
-    for (const Source& s : src_)
-      for (const Hyp& h : s.alive) {
-        active_.push_back(h.row);
-        if (!h.tokens.empty()) feed_.push_back(h.tokens.back());
-      }
-    if (active_.empty()) return nullptr;
-    if (c_.opt.cancel && c_.opt.cancel()) {
-      cancel();
-      return nullptr;
-    }
-    if (round > 0) return st_.step(active_, feed_);
-    std::vector<std::vector<int32_t>> lists;
-    for (int32_t r : active_) lists.push_back(c_.first_feed[size_t(r / K_)]);
-    return st_.prefill(active_, lists);
-  }
-
-  void cancel() {
-    for (Source& s : src_) {
-      if (s.alive.empty()) continue;
-      for (Hyp& h : s.alive) {
-        h.reason = StopReason::Cancelled;
-        s.ended.push_back(std::move(h));
-      }
-      s.alive.clear();
-      s.cancelled = true;
-    }
-  }
-
-  // The candidates of input b: for each live hypothesis (logits rows at, at + 1, ...), its
-  // best (K − ended) tokens by processed logit, scored by the summed log-probability.
-  void expand(size_t b, int64_t round, const float* logits, int64_t& at) {
-    Source& s = src_[b];
-    const int64_t slots = K_ - static_cast<int64_t>(s.ended.size());
+  // The candidates: for each live hypothesis (logits rows 0, 1, ...), its best (K − ended)
+  // tokens by processed logit, scored by the summed log-probability.
+  void expand(const float* logits, const Stepper& st) {
+    const int64_t slots = K_ - static_cast<int64_t>(ended_.size());
     const int64_t take = std::min<int64_t>(slots, c_.V);
     cands_.clear();
-    for (size_t hi = 0; hi < s.alive.size(); ++hi, ++at) {
-      const Hyp& h = s.alive[hi];
-      const float* raw = logits + at * c_.V;
+    for (size_t hi = 0; hi < alive_.size(); ++hi) {
+      const Hyp& h = alive_[hi];
+      const float* raw = logits + int64_t(hi) * c_.V;
       const double lse = c_.processors.process(raw, work_, h.tokens);
       if (c_.opt.on_call)
-        c_.report_call(st_, b, round, h.row,
-                       round == 0 ? std::span<const int32_t>(c_.first_feed[b])
-                                  : std::span<const int32_t>(&h.tokens.back(), 1),
+        c_.report_call(st, b_, round_, rows_[size_t(h.row)],
+                       round_ == 0 ? std::span<const int32_t>(c_.first_feed[b_])
+                                   : std::span<const int32_t>(&h.tokens.back(), 1),
                        raw, work_, lse);
       // For one hypothesis candidate order is logit order: keep its best `slots`.
       std::iota(idx_.begin(), idx_.end(), 0);
@@ -139,11 +145,10 @@ class BeamRun {
     }
   }
 
-  // Keeps input b's best (K − ended) candidates: each ends or continues on the next free row
-  // of the input, whose parent is the row it came from.
-  void select(size_t b, int64_t round) {
-    Source& s = src_[b];
-    const size_t slots = size_t(K_) - s.ended.size();
+  // Keeps the best (K − ended) candidates: each ends or continues on the next free row, whose
+  // parent is the row it came from.
+  void select() {
+    const size_t slots = size_t(K_) - ended_.size();
     std::sort(cands_.begin(), cands_.end(), [](const Cand& a, const Cand& c) {
       if (a.score != c.score) return a.score > c.score;
       return a.hyp != c.hyp ? a.hyp < c.hyp : a.token < c.token;
@@ -151,70 +156,44 @@ class BeamRun {
     if (cands_.size() > slots) cands_.resize(slots);
     std::vector<Hyp> next;
     for (const Cand& c : cands_) {
-      const Hyp& from = s.alive[size_t(c.hyp)];
+      const Hyp& from = alive_[size_t(c.hyp)];
+      const int32_t from_row = rows_[size_t(from.row)];
       Hyp h = from;
       h.score = c.score;
-      if (std::optional<StopReason> end = c_.extend(b, c.token, h.tokens, h.text)) {
+      if (std::optional<StopReason> end = c_.extend(b_, c.token, h.tokens, h.text)) {
         h.reason = *end;
-        c_.report_select({int64_t(b), round, from.row, -1, c.token, c.score, true, h.reason});
-        s.ended.push_back(std::move(h));
+        c_.report_select({int64_t(b_), round_, from_row, -1, c.token, c.score, true, h.reason});
+        ended_.push_back(std::move(h));
         continue;
       }
-      h.row = static_cast<int32_t>(int64_t(b) * K_ + int64_t(next.size()));
+      h.row = static_cast<int32_t>(next.size());
       parent_[size_t(h.row)] = from.row;
-      c_.report_select(
-          {int64_t(b), round, from.row, h.row, c.token, c.score, false, StopReason::Length});
+      c_.report_select({int64_t(b_), round_, from_row, rows_[size_t(h.row)], c.token, c.score,
+                        false, StopReason::Length});
       next.push_back(std::move(h));
     }
-    s.alive = std::move(next);
-  }
-
-  // Input b's result: its ended hypotheses ranked by normalized score (then score), best first.
-  GenerateResult finalize(size_t b) {
-    Source& s = src_[b];
-    GenerateResult g;
-    g.max_abs_delta = st_.delta(b);
-    if (s.cancelled) g.stop_reason = StopReason::Cancelled;
-    if (s.ended.empty()) {
-      c_.stream(b, -1, "", true);
-      return g;
-    }
-    std::vector<Hypothesis> all;
-    for (Hyp& h : s.ended)
-      all.push_back({h.tokens, h.text.text(), h.score,
-                     normalized_score(h.score, h.tokens.size(), h.reason, c_.opt.length_penalty),
-                     h.reason});
-    std::stable_sort(all.begin(), all.end(), [](const Hypothesis& a, const Hypothesis& c) {
-      if (a.normalized_score != c.normalized_score) return a.normalized_score > c.normalized_score;
-      return a.score > c.score;
-    });
-    const Hypothesis& best = all[0];
-    g.tokens = best.tokens;
-    g.text = best.text;
-    g.score = best.score;
-    g.normalized_score = best.normalized_score;
-    if (!s.cancelled) g.stop_reason = best.stop_reason;
-    const size_t steps = best.tokens.size() + (best.stop_reason == StopReason::Eos ? 1 : 0);
-    g.cache_lengths.assign(s.lens.begin(), s.lens.begin() + long(std::min(steps, s.lens.size())));
-    all.resize(std::min(all.size(), size_t(c_.opt.n_best)));
-    g.n_best = std::move(all);
-    c_.stream(b, -1, g.text, true);
-    return g;
+    alive_ = std::move(next);
   }
 
   const SearchContext& c_;
-  Stepper& st_;
+  const size_t b_;
   const int64_t K_;
-  std::vector<Source> src_;
-  std::vector<int32_t> active_, feed_, parent_, idx_;
+  std::vector<int32_t> rows_;    // [K] the session rows of the input
+  std::vector<int32_t> parent_;  // [K] index in rows_ of each row's parent after a call; -1
+  std::vector<Hyp> alive_, ended_;
+  std::vector<int64_t> lens_;  // cache length at each step
+  bool cancelled_ = false;
+  int64_t round_ = 0;
+  std::vector<int32_t> idx_;
   std::vector<float> work_;  // [V] processed logits of one hypothesis
   std::vector<Cand> cands_;
 };
 
 }  // namespace
 
-std::vector<GenerateResult> BeamSearch::run(const SearchContext& c, Stepper& st) const {
-  return BeamRun(c, st).run();
+std::unique_ptr<RowSearch> BeamSearch::start(const SearchContext& c, size_t input,
+                                             std::span<const int32_t> rows) const {
+  return std::make_unique<Beam>(c, input, rows);
 }
 
 }  // namespace seqtape

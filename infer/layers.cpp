@@ -117,13 +117,12 @@ BlockShape BlockShape::of(const ModelConfig& cfg, bool out_in) {
 
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
             float* y, bool out_in) {
-  if (N == 1 && out_in)
-    kernels::mat_vec<float>(out, in, 1.f, w.data<float>(), in, x, 0.f, y);
+  if (out_in)  // each row summed alone: a row's bits never depend on the batch
+    kernels::gemm_nt_rowwise(N, out, in, x, in, w.data<float>(), in, y, out);
   else if (N == 1)
     kernels::vec_mat<float>(in, out, 1.f, x, w.data<float>(), 0.f, y);
   else
-    kernels::gemm<float>(false, out_in, N, out, in, 1.f, x, in, w.data<float>(), out_in ? in : out,
-                         0.f, y, out);
+    kernels::gemm<float>(false, false, N, out, in, 1.f, x, in, w.data<float>(), out, 0.f, y, out);
   if (b.defined()) kernels::add_row_bias<float>(y, b.data<float>(), N, out);
 }
 

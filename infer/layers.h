@@ -8,9 +8,12 @@
 // one call can serve several rows (the queries of one group share its keys).
 //
 // The arithmetic mirrors nn/ (attention.cpp, layers.cpp, transformer.cpp) on the same kernels:
-// y = x·W + b through gemm (gemv for a single row) then add_row_bias, with W [in, out] or, with
-// `out_in`, W [out, in] used transposed; scores = q·kᵀ then ·(1/√Dh); masked keys are excluded
-// (softmax weight exactly 0, as with −∞); LayerNorm with the configured placement.
+// y = x·W + b then add_row_bias, with W [in, out] through BLAS gemm (gemv for a single row) or,
+// with `out_in` (the Decode layout), W [out, in] through kernels::gemm_nt_rowwise, which sums
+// every output of a row in an order independent of the other rows: batched and continuously
+// batched decoding give each row the bits it gets alone. scores = q·kᵀ then ·(1/√Dh); masked
+// keys are excluded (softmax weight exactly 0, as with −∞); LayerNorm with the configured
+// placement. Everything else is per row (attention per group), so rows never mix.
 //
 // Dimension key: N positions in one call (rows of x), C d_model, H heads, Dh = C / H, F d_ff,
 // Nq queries of one group, Nk keys of one group, P max_positions.
@@ -85,7 +88,8 @@ void embed_tokens(const InferenceModel& m, const int32_t* tokens, const int64_t*
                   int64_t N, float* x);
 
 // y [N, out] = x [N, in]·W + b with W [in, out], or W [out, in] used transposed when `out_in`.
-// One row goes through gemv, more through one gemm with M = N. b may be undefined.
+// [in, out]: one row goes through gemv, more through one gemm with M = N. [out, in]:
+// gemm_nt_rowwise, whose rows are independent of N. b may be undefined.
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
             float* y, bool out_in);
 

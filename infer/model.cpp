@@ -145,6 +145,13 @@ Tensor transposed(const Tensor& w) {
   return t;
 }
 
+void transpose_encoder_layer(EncoderLayerParams& l) {
+  for (Tensor* w : {&l.self_attn.wq, &l.self_attn.wk, &l.self_attn.wv, &l.self_attn.wo})
+    *w = transposed(*w);
+  l.ffn.w1 = transposed(l.ffn.w1);
+  l.ffn.w2 = transposed(l.ffn.w2);
+}
+
 void transpose_decoder_layer(DecoderLayerParams& l, bool seq2seq) {
   for (AttnParams* a : {&l.self_attn, &l.cross_attn}) {
     if (a == &l.cross_attn && !seq2seq) continue;
@@ -180,6 +187,7 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   if (!tied_) out_w_ = table.get(dotted(pn::kOutProj, pn::kWeight));  // [C, V]
   out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));                // [V]
   if (layout_ == WeightLayout::Decode) {
+    for (EncoderLayerParams& l : encoder_) transpose_encoder_layer(l);
     for (DecoderLayerParams& l : decoder_) transpose_decoder_layer(l, seq2seq());
     if (!tied_) out_w_ = transposed(out_w_);  // [V, C]
   }

@@ -27,17 +27,16 @@ namespace seqtape {
 // How the decoder's weight matrices are stored.
 //   Training: [in, out], as trained (y = x·W + b). float32 tensors are shared with the source
 //     (a live model's parameters are viewed, never copied).
-//   Decode: [out, in] — every decoder-layer matrix and out_proj.weight transposed into an owned
-//     copy at construction, as inference engines pack weights at load time. A one-row decode
-//     step then reads each output's weights as one contiguous row (a dot-product gemv, which
-//     OpenBLAS splits across threads by output row); several rows use gemm with B transposed.
+//   Decode: [out, in] — every encoder- and decoder-layer matrix and out_proj.weight transposed
+//     into an owned copy at construction, as inference engines pack weights at load time. Each
+//     output's weights are then one contiguous row, which kernels::gemm_nt_rowwise reads as dot
+//     products, every row of a batch summed alone (a row gives the same bits in any batch).
 //     bench_decode measures both layouts side by side. Same math: logits agree with the
-//     Training layout within float32 rounding. The encoder's matrices and the embedding keep
-//     the training layout.
+//     Training layout within float32 rounding. The embedding keeps its [V, C] layout.
 enum class WeightLayout { Training, Decode };
 
-// One multi-head attention block. w* [C, C] in the [in, out] layout ([out, in] in a decoder
-// layer of a WeightLayout::Decode model); b* [C], undefined without attn_bias.
+// One multi-head attention block. w* [C, C] in the [in, out] layout ([out, in] in a
+// WeightLayout::Decode model); b* [C], undefined without attn_bias.
 struct AttnParams {
   Tensor wq, bq, wk, bk, wv, bv, wo, bo;
 };

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <string>
 
 namespace seqtape {
@@ -30,7 +32,7 @@ DecodeSession::DecodeSession(const InferenceModel& model, CacheMode mode)
       F_(model.config().d_ff),
       V_(model.config().vocab_size),
       L_(model.config().n_decoder_layers),
-      encoder_shape_(BlockShape::of(model.config(), false)),
+      encoder_shape_(BlockShape::of(model.config(), model.layout() == WeightLayout::Decode)),
       decoder_shape_(BlockShape::of(model.config(), model.layout() == WeightLayout::Decode)) {}
 
 void DecodeSession::check_begin(const std::vector<std::vector<int32_t>>& sources,
@@ -53,13 +55,32 @@ void DecodeSession::check_begin(const std::vector<std::vector<int32_t>>& sources
                                        std::to_string(n_sources));
 }
 
-void DecodeSession::begin(const std::vector<std::vector<int32_t>>& sources,
-                          std::vector<int32_t> row_source, int64_t capacity) {
-  check_begin(sources, row_source, capacity);
-  row_source_ = std::move(row_source);
-  R_ = static_cast<int64_t>(row_source_.size());
+void DecodeSession::check_source(const std::vector<int32_t>& src, const std::string& what,
+                                 const char* op) const {
+  if (src.empty()) fail(op, what + " is empty");
+  if (static_cast<int64_t>(src.size()) > m_.config().max_positions)
+    fail(op, what + " has " + std::to_string(src.size()) + " tokens, more than max_positions " +
+                 std::to_string(m_.config().max_positions));
+  for (int32_t id : src)
+    if (id < 0 || id >= V_)
+      fail(op, what + " holds id " + std::to_string(id) + " outside the vocabulary [0, " +
+                   std::to_string(V_) + ")");
+}
+
+// R rows of `capacity` positions (cache slots [0, R); the spare slots come with the first
+// reorder that moves a row) and `sources` source slots of S positions.
+void DecodeSession::allocate(int64_t rows, int64_t capacity, int64_t sources, int64_t S) {
+  R_ = rows;
   cap_ = capacity;
+  B_ = sources;
+  S_ = S;
   len_.assign(size_t(R_), 0);
+  slot_.resize(size_t(R_));
+  std::iota(slot_.begin(), slot_.end(), 0);
+  slot_used_.assign(size_t(2 * R_), 0);
+  std::fill_n(slot_used_.begin(), R_, 1);
+  all_rows_.resize(size_t(R_));
+  std::iota(all_rows_.begin(), all_rows_.end(), 0);
   history_.assign(mode_ == CacheMode::Uncached ? size_t(R_) : 0, {});
   k_cache_.clear();
   v_cache_.clear();
@@ -69,14 +90,13 @@ void DecodeSession::begin(const std::vector<std::vector<int32_t>>& sources,
     k_cache_.push_back(Tensor::empty({R_, H_, cap_, Dh_}, DType::F32));  // [R, H, Tc, Dh]
     v_cache_.push_back(Tensor::empty({R_, H_, cap_, Dh_}, DType::F32));  // [R, H, Tc, Dh]
   }
-  if (m_.seq2seq()) {
-    encode(sources);
-    if (mode_ == CacheMode::Cached) project_cross();
-  } else {
-    B_ = S_ = 0;
-    memory_ = Tensor();
-    cross_k_.clear();
-    cross_v_.clear();
+  src_len_.assign(size_t(B_), 0);
+  cross_k_.clear();
+  cross_v_.clear();
+  memory_ = B_ > 0 ? Tensor::empty({B_, S_, C_}, DType::F32) : Tensor();  // [B, S, C]
+  for (int64_t l = 0; B_ > 0 && l < L_; ++l) {
+    cross_k_.push_back(Tensor::empty({B_, H_, S_, Dh_}, DType::F32));  // [B, H, S, Dh]
+    cross_v_.push_back(Tensor::empty({B_, H_, S_, Dh_}, DType::F32));  // [B, H, S, Dh]
   }
   // Decode steps need n = R rows of scratch; grow once here, not inside the first step.
   const int64_t n = mode_ == CacheMode::Cached ? R_ : R_ * cap_;
@@ -87,6 +107,105 @@ void DecodeSession::begin(const std::vector<std::vector<int32_t>>& sources,
   flat_.reserve(size_t(n));
   pos_.reserve(size_t(n));
   groups_.reserve(size_t(R_));
+}
+
+void DecodeSession::begin(const std::vector<std::vector<int32_t>>& sources,
+                          std::vector<int32_t> row_source, int64_t capacity) {
+  check_begin(sources, row_source, capacity);
+  int64_t S = 0;
+  for (size_t b = 0; b < sources.size(); ++b) {
+    check_source(sources[b], "source " + std::to_string(b), "DecodeSession::begin");
+    S = std::max<int64_t>(S, static_cast<int64_t>(sources[b].size()));
+  }
+  allocate(static_cast<int64_t>(row_source.size()), capacity,
+           m_.seq2seq() ? static_cast<int64_t>(sources.size()) : 0, S);
+  opened_ = false;
+  row_source_ = std::move(row_source);
+  row_used_.assign(size_t(R_), 1);
+  free_rows_.clear();
+  if (B_ == 0) return;
+  std::vector<int64_t> slots(static_cast<size_t>(B_));
+  std::iota(slots.begin(), slots.end(), 0);
+  encode(sources, slots);
+  for (int64_t b = 0; mode_ == CacheMode::Cached && b < B_; ++b) project_cross(b);
+}
+
+void DecodeSession::open(int64_t max_rows, int64_t capacity) {
+  const int64_t P = m_.config().max_positions;
+  if (mode_ != CacheMode::Cached)
+    fail("DecodeSession::open", "continuous batching needs the cached mode");
+  if (max_rows < 1) fail("DecodeSession::open", "needs at least one row");
+  if (capacity < 1 || capacity > P)
+    fail("DecodeSession::open", "capacity " + std::to_string(capacity) + " outside [1, " +
+                                    std::to_string(P) + "] (max_positions)");
+  allocate(max_rows, capacity, m_.seq2seq() ? max_rows : 0, m_.seq2seq() ? P : 0);
+  opened_ = true;
+  row_source_.assign(size_t(R_), -1);
+  row_used_.assign(size_t(R_), 0);
+  free_rows_.resize(size_t(R_));
+  std::iota(free_rows_.rbegin(), free_rows_.rend(), 0);  // highest first: pop_back is lowest
+  src_rows_.assign(size_t(B_), 0);
+}
+
+std::vector<int32_t> DecodeSession::admit(const std::vector<int32_t>& source, int64_t n_rows) {
+  return admit(std::vector<std::vector<int32_t>>{source}, {&n_rows, 1}).at(0);
+}
+
+std::vector<std::vector<int32_t>> DecodeSession::admit(
+    const std::vector<std::vector<int32_t>>& sources, std::span<const int64_t> n_rows) {
+  const char* op = "DecodeSession::admit";
+  if (!opened_) fail(op, "the session was not opened (call open first)");
+  if (sources.size() != n_rows.size())
+    fail(op, std::to_string(sources.size()) + " sources but " + std::to_string(n_rows.size()) +
+                 " row counts");
+  int64_t asked = 0;
+  for (int64_t n : n_rows) {
+    if (n < 1) fail(op, "every input needs at least one row");
+    asked += n;
+  }
+  if (asked > free_rows())
+    fail(op, std::to_string(asked) + " rows asked, " + std::to_string(free_rows()) + " free");
+  for (const std::vector<int32_t>& src : sources)
+    if (m_.seq2seq())
+      check_source(src, "source", op);
+    else if (!src.empty())
+      fail(op, "a decoder-only model has no source; prefill the prompt instead");
+  if (sources.empty()) return {};
+  std::vector<int64_t> slots(sources.size(), -1);
+  for (size_t i = 0; i < sources.size() && m_.seq2seq(); ++i) {
+    // A free row means a free source slot: every slot in use holds at least one row.
+    slots[i] = std::find(src_rows_.begin(), src_rows_.end(), 0) - src_rows_.begin();
+    src_rows_[size_t(slots[i])] = static_cast<int32_t>(n_rows[i]);
+  }
+  if (m_.seq2seq()) {
+    encode(sources, slots);  // together: each source's rows as they would be alone
+    for (int64_t b : slots) project_cross(b);
+  }
+  std::vector<std::vector<int32_t>> rows(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i)
+    for (int64_t k = 0; k < n_rows[i]; ++k) {
+      const int32_t r = free_rows_.back();
+      free_rows_.pop_back();
+      row_used_[size_t(r)] = 1;
+      row_source_[size_t(r)] = static_cast<int32_t>(slots[i]);
+      len_[size_t(r)] = 0;
+      rows[i].push_back(r);
+    }
+  return rows;
+}
+
+void DecodeSession::release(std::span<const int32_t> rows) {
+  if (!opened_) fail("DecodeSession::release", "the session was not opened (call open first)");
+  for (int32_t r : rows) {
+    check_row(r, "DecodeSession::release");
+    const int32_t b = row_source_[size_t(r)];
+    if (b >= 0 && --src_rows_[size_t(b)] == 0) src_len_[size_t(b)] = 0;
+    row_used_[size_t(r)] = 0;
+    row_source_[size_t(r)] = -1;
+    len_[size_t(r)] = 0;
+    free_rows_.push_back(r);
+  }
+  std::sort(free_rows_.begin(), free_rows_.end(), std::greater<>());
 }
 
 BlockScratch DecodeSession::scratch(int64_t N, int64_t scores) {
@@ -105,58 +224,44 @@ BlockScratch DecodeSession::scratch(int64_t N, int64_t scores) {
 
 // ---- encoder ------------------------------------------------------------------------------
 
-void DecodeSession::check_sources(const std::vector<std::vector<int32_t>>& sources) {
-  B_ = static_cast<int64_t>(sources.size());
-  S_ = 0;
-  src_len_.assign(size_t(B_), 0);
-  for (size_t b = 0; b < sources.size(); ++b) {
-    const auto& s = sources[b];
-    const std::string what = "source " + std::to_string(b);
-    if (s.empty()) fail("DecodeSession::begin", what + " is empty");
-    if (static_cast<int64_t>(s.size()) > m_.config().max_positions)
-      fail("DecodeSession::begin", what + " has " + std::to_string(s.size()) +
-                                       " tokens, more than max_positions " +
-                                       std::to_string(m_.config().max_positions));
-    for (int32_t id : s)
-      if (id < 0 || id >= V_)
-        fail("DecodeSession::begin", what + " holds id " + std::to_string(id) +
-                                         " outside the vocabulary [0, " + std::to_string(V_) + ")");
-    src_len_[b] = static_cast<int32_t>(s.size());
-    S_ = std::max<int64_t>(S_, static_cast<int64_t>(s.size()));
+// The encoder over several sources at once, concatenated without padding: source i's positions
+// are rows [off_i, off_i + S_i) of the residual stream and attend to each other only. On the
+// Decode layout the matrix products sum every row alone, so a source encodes to the same bits
+// whichever sources share the call. Source i goes to memory_'s slot slots[i].
+void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources,
+                           std::span<const int64_t> slots) {
+  std::vector<int64_t> off(sources.size() + 1, 0);
+  int64_t longest = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    off[i + 1] = off[i] + static_cast<int64_t>(sources[i].size());
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(sources[i].size()));
   }
-}
-
-void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources) {
-  check_sources(sources);
-  const int64_t N = B_ * S_;
-  Tensor x = Tensor::empty({B_, S_, C_}, DType::F32);  // [B, S, C] residual stream
-  BlockScratch s = scratch(N, S_ * S_);
-  // Source b's positions are rows [b·S, b·S + S); pad positions hold the first id: masked as
-  // keys, their outputs never read.
-  std::vector<int32_t> ids(static_cast<size_t>(N));
-  std::vector<int64_t> pos(static_cast<size_t>(N));
-  for (int64_t b = 0; b < B_; ++b)
-    for (int64_t t = 0; t < S_; ++t) {
-      const auto& src = sources[size_t(b)];
-      ids[size_t(b * S_ + t)] = t < src_len_[size_t(b)] ? src[size_t(t)] : src[0];
-      pos[size_t(b * S_ + t)] = t;
-    }
-  float* px = x.data<float>();
-  embed_tokens(m_, ids.data(), pos.data(), N, px);
-  std::vector<AttentionGroup> groups(static_cast<size_t>(B_));
+  const int64_t N = off.back();
+  const BlockScratch s = scratch(N, longest * longest);
+  float* px = x_.data<float>();  // [N, C] residual stream
+  std::vector<int32_t> ids;
+  pos_.clear();
+  for (const std::vector<int32_t>& src : sources) {
+    ids.insert(ids.end(), src.begin(), src.end());
+    for (size_t t = 0; t < src.size(); ++t) pos_.push_back(static_cast<int64_t>(t));
+  }
+  embed_tokens(m_, ids.data(), pos_.data(), N, px);
+  std::vector<AttentionGroup> groups(sources.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    AttentionGroup& g = groups[i];
+    g.first = off[i];
+    g.count = off[i + 1] - off[i];
+    g.k = s.k + off[i] * C_;
+    g.v = s.v + off[i] * C_;
+    g.head_stride = Dh_;
+    g.row_stride = C_;
+    g.n_keys = g.count;
+  }
   int64_t layer = 0;
   for (const EncoderLayerParams& P : m_.encoder_layers()) {
-    for (int64_t b = 0; b < B_; ++b) {  // keys masked past each source's length
-      AttentionGroup& g = groups[size_t(b)];
-      g.first = b * S_;
-      g.count = S_;
-      g.k = s.k + b * S_ * C_;
-      g.v = s.v + b * S_ * C_;
-      g.head_stride = Dh_;
-      g.row_stride = C_;
-      g.n_keys = src_len_[size_t(b)];
-      g.event = {AttentionEvent::Kind::EncoderSelf, layer, -1, static_cast<int32_t>(b)};
-    }
+    for (size_t i = 0; i < groups.size(); ++i)
+      groups[i].event = {AttentionEvent::Kind::EncoderSelf, layer, -1,
+                         static_cast<int32_t>(slots[i])};
     attention_block(encoder_shape_, P.self_attn, P.self_norm, px, N, true, groups, s,
                     on_attention_);
     feed_forward_block(encoder_shape_, P.ffn, P.ffn_norm, px, N, s);
@@ -164,36 +269,37 @@ void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources) {
   }
   if (encoder_shape_.norm == NormPlacement::Pre)
     layer_norm(px, m_.encoder_final_norm(), px, N, C_, encoder_shape_.eps);
-  memory_ = x;  // [B, S, C]
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const int64_t b = slots[i], S = off[i + 1] - off[i];
+    src_len_[size_t(b)] = static_cast<int32_t>(S);
+    std::memcpy(memory_.data<float>() + b * S_ * C_, px + off[i] * C_,
+                size_t(S * C_) * sizeof(float));  // [S, C] of slot b
+  }
 }
 
-void DecodeSession::project_cross() {
-  const int64_t N = B_ * S_;
-  if (cross_k_.size() != size_t(L_)) {
-    cross_k_.clear();
-    cross_v_.clear();
-    for (int64_t l = 0; l < L_; ++l) {
-      cross_k_.push_back(Tensor::empty({B_, H_, S_, Dh_}, DType::F32));  // [B, H, S, Dh]
-      cross_v_.push_back(Tensor::empty({B_, H_, S_, Dh_}, DType::F32));  // [B, H, S, Dh]
-    }
-  }
-  float* kx = grow(k_, N * C_);  // [B·S, C]
-  float* vx = grow(v_, N * C_);  // [B·S, C]
+void DecodeSession::project_cross(int64_t b) {
+  const int64_t S = src_len_[size_t(b)];
+  const float* mem = memory_.data<float>() + b * S_ * C_;  // [S, C]
+  float* kx = grow(k_, S * C_);                            // [S, C]
+  float* vx = grow(v_, S * C_);                            // [S, C]
   const size_t head_bytes = size_t(Dh_) * sizeof(float);
   for (size_t l = 0; l < size_t(L_); ++l) {
     const AttnParams& A = m_.decoder_layers()[l].cross_attn;
-    linear(memory_.data<float>(), N, C_, C_, A.wk, A.bk, kx, decoder_shape_.out_in);
-    linear(memory_.data<float>(), N, C_, C_, A.wv, A.bv, vx, decoder_shape_.out_in);
-    float* ck = cross_k_[l].data<float>();
-    float* cv = cross_v_[l].data<float>();
-    for (int64_t b = 0; b < B_; ++b)
-      for (int64_t h = 0; h < H_; ++h)
-        for (int64_t t = 0; t < S_; ++t) {
-          const int64_t src = (b * S_ + t) * C_ + h * Dh_, dst = ((b * H_ + h) * S_ + t) * Dh_;
-          std::memcpy(ck + dst, kx + src, head_bytes);
-          std::memcpy(cv + dst, vx + src, head_bytes);
-        }
+    linear(mem, S, C_, C_, A.wk, A.bk, kx, decoder_shape_.out_in);
+    linear(mem, S, C_, C_, A.wv, A.bv, vx, decoder_shape_.out_in);
+    float* ck = cross_k_[l].data<float>() + b * H_ * S_ * Dh_;  // [H, S, Dh] of source b
+    float* cv = cross_v_[l].data<float>() + b * H_ * S_ * Dh_;
+    for (int64_t h = 0; h < H_; ++h)
+      for (int64_t t = 0; t < S; ++t) {
+        std::memcpy(ck + (h * S_ + t) * Dh_, kx + t * C_ + h * Dh_, head_bytes);
+        std::memcpy(cv + (h * S_ + t) * Dh_, vx + t * C_ + h * Dh_, head_bytes);
+      }
   }
+}
+
+void DecodeSession::project_all_cross() {
+  for (int64_t b = 0; b < B_; ++b)
+    if (src_len_[size_t(b)] > 0) project_cross(b);
 }
 
 // ---- decoder ------------------------------------------------------------------------------
@@ -202,6 +308,7 @@ void DecodeSession::check_row(int32_t row, const char* op) const {
   if (row < 0 || row >= R_)
     fail(op, "row " + std::to_string(row) + " outside [0, " + std::to_string(R_) +
                  ") (call begin first)");
+  if (!row_used_[size_t(row)]) fail(op, "row " + std::to_string(row) + " is not admitted");
 }
 
 void DecodeSession::check_feed(std::span<const int32_t> rows, const int32_t* off,
@@ -241,8 +348,8 @@ void DecodeSession::decoder_groups(std::span<const int32_t> rows, const int32_t*
       g.n_keys = src_len_[size_t(b)];
       g.append = false;
     } else {
-      g.k = k_cache_[l].data<float>() + r * H_ * cap_ * Dh_;  // [H, Tc, Dh] of row r
-      g.v = v_cache_[l].data<float>() + r * H_ * cap_ * Dh_;
+      g.k = k_slot(l, slot_[size_t(r)]);  // [H, Tc, Dh] of row r
+      g.v = v_slot(l, slot_[size_t(r)]);
       g.head_stride = cap_ * Dh_;
       g.n_keys = start + g.count;
       g.append = true;
@@ -305,7 +412,7 @@ const float* DecodeSession::logits(const int32_t* off, size_t n, bool all_positi
 }
 
 const float* DecodeSession::recompute(std::span<const int32_t> rows) {
-  if (m_.seq2seq()) project_cross();  // no cache: cross K/V again on every call
+  if (m_.seq2seq()) project_all_cross();  // no cache: cross K/V again on every call
   offsets_.assign(1, 0);
   flat_.clear();
   for (int32_t r : rows) {
@@ -340,7 +447,7 @@ const float* DecodeSession::prefill(std::span<const int32_t> rows,
     flat_.insert(flat_.end(), feed.begin(), feed.end());
     offsets_.push_back(static_cast<int32_t>(flat_.size()));
   }
-  if (uncached && m_.seq2seq()) project_cross();
+  if (uncached && m_.seq2seq()) project_all_cross();
   return extend(rows, offsets_.data(), flat_.data(), all_positions);
 }
 
@@ -366,49 +473,72 @@ void DecodeSession::reorder(std::span<const int32_t> parent) {
   if (static_cast<int64_t>(parent.size()) != R_)
     fail("DecodeSession::reorder", "needs one parent per row: " + std::to_string(parent.size()) +
                                        " given for " + std::to_string(R_) + " rows");
-  bool identity = true;
-  for (size_t r = 0; r < parent.size(); ++r) {
-    if (parent[r] >= R_)
-      fail("DecodeSession::reorder", "parent " + std::to_string(parent[r]) + " of row " +
-                                         std::to_string(r) + " is not a row");
-    identity = identity && parent[r] == static_cast<int32_t>(r);
-  }
-  if (identity) return;
-  new_len_.resize(size_t(R_));
-  for (size_t r = 0; r < parent.size(); ++r)
-    new_len_[r] = parent[r] < 0 ? 0 : len_[size_t(parent[r])];
-  if (mode_ == CacheMode::Uncached) {
-    std::vector<std::vector<int32_t>> h(static_cast<size_t>(R_));
-    for (size_t r = 0; r < parent.size(); ++r)
-      if (parent[r] >= 0) h[r] = history_[size_t(parent[r])];
-    history_.swap(h);
-  } else {
-    gather_cache(parent);
-  }
-  len_.swap(new_len_);
+  reorder(all_rows_, parent);
 }
 
-// Cached reorder: copies each row's parent's first new_len_[r] positions into the spare buffers,
-// then swaps them in.
-void DecodeSession::gather_cache(std::span<const int32_t> parent) {
-  if (k_spare_.empty())
-    for (int64_t l = 0; l < L_; ++l) {
-      k_spare_.push_back(Tensor::empty({R_, H_, cap_, Dh_}, DType::F32));  // [R, H, Tc, Dh]
-      v_spare_.push_back(Tensor::empty({R_, H_, cap_, Dh_}, DType::F32));  // [R, H, Tc, Dh]
-    }
-  for (size_t l = 0; l < size_t(L_); ++l)
-    for (size_t r = 0; r < parent.size(); ++r) {
-      const int64_t p = parent[r], len = new_len_[r];
-      if (p < 0 || len == 0) continue;
-      for (int64_t h = 0; h < H_; ++h) {
-        const int64_t src = (p * H_ + h) * cap_ * Dh_, dst = (int64_t(r) * H_ + h) * cap_ * Dh_;
-        const size_t bytes = size_t(len * Dh_) * sizeof(float);
-        std::memcpy(k_spare_[l].data<float>() + dst, k_cache_[l].data<float>() + src, bytes);
-        std::memcpy(v_spare_[l].data<float>() + dst, v_cache_[l].data<float>() + src, bytes);
+void DecodeSession::reorder(std::span<const int32_t> rows, std::span<const int32_t> parents) {
+  if (rows.size() != parents.size())
+    fail("DecodeSession::reorder",
+         std::to_string(rows.size()) + " rows but " + std::to_string(parents.size()) + " parents");
+  new_len_.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    check_row(rows[i], "DecodeSession::reorder");
+    if (parents[i] >= R_)
+      fail("DecodeSession::reorder", "parent " + std::to_string(parents[i]) + " of row " +
+                                         std::to_string(rows[i]) + " is not a row");
+    new_len_[i] = parents[i] < 0 ? 0 : len_[size_t(parents[i])];
+  }
+  if (mode_ == CacheMode::Uncached) {
+    std::vector<std::vector<int32_t>> h(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i)
+      if (parents[i] >= 0) h[i] = history_[size_t(parents[i])];
+    for (size_t i = 0; i < rows.size(); ++i) history_[size_t(rows[i])].swap(h[i]);
+  } else {
+    move_rows(rows, parents);
+  }
+  for (size_t i = 0; i < rows.size(); ++i) len_[size_t(rows[i])] = new_len_[i];
+}
+
+float* DecodeSession::k_slot(size_t l, int64_t slot) {
+  Tensor& t = slot < R_ ? k_cache_[l] : k_spare_[l];
+  return t.data<float>() + (slot % R_) * H_ * cap_ * Dh_;
+}
+
+float* DecodeSession::v_slot(size_t l, int64_t slot) {
+  Tensor& t = slot < R_ ? v_cache_[l] : v_spare_[l];
+  return t.data<float>() + (slot % R_) * H_ * cap_ * Dh_;
+}
+
+// Cached reorder: a row that takes another row's history gets a free slot holding a copy of the
+// parent's first new_len_ positions (copies read the old slots, so parents may move too); the
+// slots it leaves become free. Rows that keep their own history are not touched.
+void DecodeSession::move_rows(std::span<const int32_t> rows, std::span<const int32_t> parents) {
+  new_slot_.assign(rows.size(), -1);
+  size_t free = 0;  // the next slot to try
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int32_t p = parents[i];
+    if (p < 0 || p == rows[i] || new_len_[i] == 0) continue;
+    if (k_spare_.empty())
+      for (int64_t l = 0; l < L_; ++l) {
+        k_spare_.push_back(Tensor::empty({R_, H_, cap_, Dh_}, DType::F32));  // [R, H, Tc, Dh]
+        v_spare_.push_back(Tensor::empty({R_, H_, cap_, Dh_}, DType::F32));  // [R, H, Tc, Dh]
       }
-    }
-  k_cache_.swap(k_spare_);
-  v_cache_.swap(v_spare_);
+    while (slot_used_[free]) ++free;  // R rows use R of the 2R slots: one is always free
+    slot_used_[free] = 1;
+    new_slot_[i] = static_cast<int64_t>(free);
+    const size_t bytes = size_t(new_len_[i] * Dh_) * sizeof(float);
+    for (size_t l = 0; l < size_t(L_); ++l)
+      for (int64_t h = 0; h < H_; ++h) {
+        const int64_t at = h * cap_ * Dh_;
+        std::memcpy(k_slot(l, new_slot_[i]) + at, k_slot(l, slot_[size_t(p)]) + at, bytes);
+        std::memcpy(v_slot(l, new_slot_[i]) + at, v_slot(l, slot_[size_t(p)]) + at, bytes);
+      }
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (new_slot_[i] < 0) continue;
+    slot_used_[size_t(slot_[size_t(rows[i])])] = 0;
+    slot_[size_t(rows[i])] = new_slot_[i];
+  }
 }
 
 void DecodeSession::rewind(int32_t row, int64_t length) {

@@ -12,9 +12,13 @@
 //   - Seq2Seq: begin() runs the encoder once over all sources and projects each decoder layer's
 //     cross-attention K/V once per source, [B, H, S, Dh]. A row reads its source's block by
 //     index (row_source); beams of one source never copy it.
-//   - Self-attention K/V per decoder layer live in [R, H, Tc, Dh], allocated once in begin();
-//     a call writes the new positions at length(row) onward. reorder() re-gathers rows by
-//     beam parent into a second buffer and swaps.
+//   - Self-attention K/V per decoder layer live in slots of [H, Tc, Dh], R of them allocated
+//     once in begin(); a call writes the new positions at length(row) onward. A row reads its
+//     slot by index (slot_of). reorder() copies a moved row's parent into a free slot (R more
+//     are allocated the first time) and points the row at it; rows that stay are not copied.
+//   - Sources are encoded together without padding, each attending to itself only; with
+//     infer/layers' row-independent matrix products on the Decode layout, a source encodes and a
+//     row decodes to the same bits in any batch.
 //   - Processed vs selected: length(row) counts processed positions. A token chosen from the
 //     returned logits is selected but not processed; the next step() feeds exactly that token,
 //     writes its K/V at position length(row), and returns the logits that select the next one.
@@ -29,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "infer/layers.h"
@@ -49,6 +54,20 @@ class DecodeSession {
   void begin(const std::vector<std::vector<int32_t>>& sources, std::vector<int32_t> row_source,
              int64_t capacity);
 
+  // Continuous batching: open() starts an empty session of max_rows rows of up to `capacity`
+  // positions each (sources up to max_positions). admit() takes n_rows free rows for one new
+  // input — Seq2Seq: encodes `source` alone and projects its cross K/V into a free source slot
+  // the rows share; DecoderOnly: `source` must be empty — and returns them, empty (length 0),
+  // lowest first. release() gives rows back (the source slot with its last row). Rows that are
+  // not admitted cannot be fed. Cached mode only.
+  void open(int64_t max_rows, int64_t capacity);
+  std::vector<int32_t> admit(const std::vector<int32_t>& source, int64_t n_rows = 1);
+  // Several inputs at once (their sources encoded in one pass): input i gets n_rows[i] rows.
+  std::vector<std::vector<int32_t>> admit(const std::vector<std::vector<int32_t>>& sources,
+                                          std::span<const int64_t> n_rows);
+  void release(std::span<const int32_t> rows);
+  int64_t free_rows() const { return static_cast<int64_t>(free_rows_.size()); }
+
   // Feeds tokens[i] (>= 1 token, e.g. a prompt) to row rows[i] at positions length(row)...;
   // returns the logits of each row's last fed position → [rows.size(), V], or of every fed
   // position → [Σ tokens[i].size(), V] in row order when all_positions. Valid until the next
@@ -62,6 +81,9 @@ class DecodeSession {
   // Beam re-gather: afterwards row r holds what row parent[r] held (cache and length);
   // parent[r] < 0 empties row r. parent has R entries.
   void reorder(std::span<const int32_t> parent);
+  // The same for some rows only: rows[i] takes what parents[i] held (< 0: empties it); the
+  // other rows keep theirs.
+  void reorder(std::span<const int32_t> rows, std::span<const int32_t> parents);
   // Forgets the positions of `row` from `length` on (the earlier ones stay valid).
   void rewind(int32_t row, int64_t length);
 
@@ -84,9 +106,14 @@ class DecodeSession {
  private:
   void check_begin(const std::vector<std::vector<int32_t>>& sources,
                    const std::vector<int32_t>& row_source, int64_t capacity) const;
-  void check_sources(const std::vector<std::vector<int32_t>>& sources);  // sets B_, S_, src_len_
-  void encode(const std::vector<std::vector<int32_t>>& sources);
-  void project_cross();  // every decoder layer's cross K/V from memory_
+  void check_source(const std::vector<int32_t>& s, const std::string& what, const char* op) const;
+  void allocate(int64_t rows, int64_t capacity, int64_t sources, int64_t source_positions);
+  void encode(const std::vector<std::vector<int32_t>>& sources,
+              std::span<const int64_t> slots);  // into memory_'s slots
+  void project_cross(int64_t slot);           // every decoder layer's cross K/V of one source slot
+  void project_all_cross();                   // of every source slot in use
+  float* k_slot(size_t layer, int64_t slot);  // [H, Tc, Dh] of a cache slot
+  float* v_slot(size_t layer, int64_t slot);
   // Feeds tokens[offsets[i] .. offsets[i+1]) to rows[i] (the decoder over all of them at once).
   const float* extend(std::span<const int32_t> rows, const int32_t* offsets, const int32_t* tokens,
                       bool all_positions);
@@ -96,23 +123,28 @@ class DecodeSession {
                       bool cross);  // into groups_
   const float* logits(const int32_t* offsets, size_t n, bool all_positions);
   const float* recompute(std::span<const int32_t> rows);  // Uncached: whole histories
-  void gather_cache(std::span<const int32_t> parent);     // reorder, Cached
-  BlockScratch scratch(int64_t N, int64_t scores);        // grows the scratch to N rows
+  void move_rows(std::span<const int32_t> rows, std::span<const int32_t> parents);  // Cached
+  BlockScratch scratch(int64_t N, int64_t scores);  // grows the scratch to N rows
   void check_row(int32_t row, const char* op) const;
 
   const InferenceModel& m_;
   CacheMode mode_;
   int64_t C_, H_, Dh_, F_, V_, L_;
-  BlockShape encoder_shape_, decoder_shape_;  // the encoder keeps the training layout
-  int64_t R_ = 0, cap_ = 0, B_ = 0, S_ = 0;
+  BlockShape encoder_shape_, decoder_shape_;
+  int64_t R_ = 0, cap_ = 0, B_ = 0, S_ = 0;  // B_ source slots of S_ positions
   std::vector<int32_t> row_source_, src_len_;
   std::vector<int64_t> len_;                   // processed positions per row
-  std::vector<Tensor> k_cache_, v_cache_;      // L × [R, H, Tc, Dh]
-  std::vector<Tensor> k_spare_, v_spare_;      // L × [R, H, Tc, Dh], for reorder
+  std::vector<int64_t> slot_;                  // cache slot of each row, in [0, 2R)
+  std::vector<Tensor> k_cache_, v_cache_;      // L × [R, H, Tc, Dh]: slots [0, R)
+  std::vector<Tensor> k_spare_, v_spare_;      // L × [R, H, Tc, Dh]: slots [R, 2R), for reorder
   Tensor memory_;                              // [B, S, C] encoder output
   std::vector<Tensor> cross_k_, cross_v_;      // L × [B, H, S, Dh]
   std::vector<std::vector<int32_t>> history_;  // Uncached: every token fed to each row
-  std::vector<int64_t> new_len_;
+  std::vector<int64_t> new_len_, new_slot_;
+  std::vector<uint8_t> slot_used_, row_used_;  // [2R], [R]
+  std::vector<int32_t> free_rows_, src_rows_;  // free rows (highest first); rows per source slot
+  std::vector<int32_t> all_rows_;              // 0 .. R-1
+  bool opened_ = false;                        // open() (admit/release) rather than begin()
   // Scratch, grown on demand and then reused: no allocation per step.
   Tensor x_, in_, q_, k_, v_, ctx_, out_, hid_, sel_, logits_, scores_;
   std::vector<int32_t> offsets_, flat_;

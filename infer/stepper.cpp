@@ -41,6 +41,30 @@ void Stepper::reorder(std::span<const int32_t> parent) {
   if (check_) check_->reorder(parent);
 }
 
+void Stepper::reorder(std::span<const int32_t> rows, std::span<const int32_t> parents) {
+  main_.reorder(rows, parents);
+  if (check_) check_->reorder(rows, parents);
+}
+
+void Stepper::open(int64_t max_rows, int64_t capacity) {
+  if (check_) fail("Stepper::open", "verify_cache decodes in generate() only");
+  main_.open(max_rows, capacity);
+  row_delta_.assign(size_t(max_rows), -1.0);
+}
+
+std::vector<int32_t> Stepper::admit(const std::vector<int32_t>& source, int64_t n_rows) {
+  return main_.admit(source, n_rows);
+}
+
+std::vector<std::vector<int32_t>> Stepper::admit(const std::vector<std::vector<int32_t>>& sources,
+                                                 std::span<const int64_t> n_rows) {
+  return main_.admit(sources, n_rows);
+}
+
+void Stepper::release(std::span<const int32_t> rows) {
+  main_.release(rows);
+}
+
 void Stepper::compare(std::span<const int32_t> rows, const float* a, const float* b) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -25,9 +25,17 @@ class Stepper {
                        const std::vector<std::vector<int32_t>>& tokens);
   const float* step(std::span<const int32_t> rows, std::span<const int32_t> tokens);
   void reorder(std::span<const int32_t> parent);
+  void reorder(std::span<const int32_t> rows, std::span<const int32_t> parents);
+  // Continuous batching (DecodeSession::open/admit/release); not with verify_cache.
+  void open(int64_t max_rows, int64_t capacity);
+  std::vector<int32_t> admit(const std::vector<int32_t>& source, int64_t n_rows);
+  std::vector<std::vector<int32_t>> admit(const std::vector<std::vector<int32_t>>& sources,
+                                          std::span<const int64_t> n_rows);
+  void release(std::span<const int32_t> rows);
+  int64_t free_rows() const { return main_.free_rows(); }
   int64_t length(int32_t row) const { return main_.length(row); }
   // verify_cache: the input's max |Δ| over every call so far; else -1.
-  double delta(size_t input) const { return delta_[input]; }
+  double delta(size_t input) const { return input < delta_.size() ? delta_[input] : -1.0; }
   // verify_cache: the row's max |Δ| in the last call that fed it; else -1.
   double row_delta(int32_t row) const { return row_delta_[size_t(row)]; }
 

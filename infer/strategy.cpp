@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "train/tokenizer.h"
 
@@ -107,6 +108,31 @@ void SearchContext::report_call(const Stepper& st, size_t input, int64_t round, 
 double normalized_score(double score, size_t n_tokens, StopReason r, double alpha) {
   const auto len = static_cast<double>(n_tokens + (r == StopReason::Eos ? 1 : 0));
   return len > 0 ? score / std::pow(len, alpha) : score;
+}
+
+std::vector<GenerateResult> SearchStrategy::run(const SearchContext& c, Stepper& st) const {
+  const int64_t K = rows_per_input(c.opt);
+  std::vector<int32_t> row_source(c.inputs.size() * size_t(K));
+  for (size_t r = 0; r < row_source.size(); ++r) row_source[r] = static_cast<int32_t>(r / K);
+  st.begin(c.sources(), row_source, c.capacity);
+  std::vector<std::unique_ptr<RowSearch>> searches;
+  DecodeLoop loop(st, c.V);
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    std::vector<int32_t> rows(static_cast<size_t>(K));
+    std::iota(rows.begin(), rows.end(), static_cast<int32_t>(int64_t(i) * K));
+    searches.push_back(start(c, i, rows));
+    loop.add(searches.back().get());
+  }
+  while (!loop.empty()) {
+    if (c.opt.cancel && c.opt.cancel()) {
+      for (RowSearch* s : loop.live()) s->cancel();
+      break;
+    }
+    loop.step();
+  }
+  std::vector<GenerateResult> out;
+  for (auto& s : searches) out.push_back(s->result(st));
+  return out;
 }
 
 nlohmann::json GreedySearch::describe(const GenerateOptions&) const {

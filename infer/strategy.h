@@ -1,9 +1,11 @@
 #pragma once
 // Search strategies: the SearchStrategy interface that generate() runs, the three strategies
 // (greedy, sampling, beam search), and the SearchContext they share: the checked inputs, the
-// processors, the stop check and the tracing and streaming hooks. A new strategy is a new class
-// here; make_strategy() picks one from the options, and tracing asks the strategy to describe
-// itself.
+// processors, the stop check and the tracing and streaming hooks. A strategy makes the search of
+// one input (a RowSearch, infer/row_search.h); run() steps those of every input together, and
+// the server's continuous scheduler steps them as requests come and go. A new strategy is a new
+// class here; make_strategy() picks one from the options, and tracing asks the strategy to
+// describe itself.
 //
 // Dimension key: B inputs, K beam size, V vocabulary.
 
@@ -21,6 +23,7 @@
 #include "infer/options.h"
 #include "infer/output_text.h"
 #include "infer/processors.h"
+#include "infer/row_search.h"
 #include "infer/stepper.h"
 
 namespace seqtape {
@@ -67,8 +70,19 @@ double normalized_score(double score, size_t n_tokens, StopReason r, double alph
 class SearchStrategy {
  public:
   virtual ~SearchStrategy() = default;
-  // Decodes every input of the context on the stepper's rows.
-  virtual std::vector<GenerateResult> run(const SearchContext& c, Stepper& st) const = 0;
+  // Session rows one input needs (beam search: K).
+  virtual int64_t rows_per_input(const GenerateOptions& o) const {
+    (void)o;
+    return 1;
+  }
+  // The search of input `input` of the context on `rows` (rows_per_input() rows the caller
+  // has begun or admitted, empty).
+  virtual std::unique_ptr<RowSearch> start(const SearchContext& c, size_t input,
+                                           std::span<const int32_t> rows) const = 0;
+  // Decodes every input of the context together: begins the stepper's session with
+  // rows_per_input() rows per input and steps all the searches until each is done (or
+  // opt.cancel says stop).
+  std::vector<GenerateResult> run(const SearchContext& c, Stepper& st) const;
   // Tracing: the trace's "search" object: kind, beam_size and the strategy's own settings.
   virtual nlohmann::json describe(const GenerateOptions& o) const = 0;
   // Tracing: true when a row holds one of several hypotheses of an input, re-gathered after
@@ -81,7 +95,8 @@ class SingleRowSearch : public SearchStrategy {
  public:
   // Chooses a token from one row's processed logits [V]; rng is that input's Rng(seed).
   using Picker = std::function<int32_t(std::span<const float> processed, Rng& rng)>;
-  std::vector<GenerateResult> run(const SearchContext& c, Stepper& st) const final;
+  std::unique_ptr<RowSearch> start(const SearchContext& c, size_t input,
+                                   std::span<const int32_t> rows) const final;
 
  protected:
   virtual Picker picker(const GenerateOptions& o, int64_t V) const = 0;
@@ -108,7 +123,9 @@ class SamplingSearch : public SingleRowSearch {
 // K = opt.beam hypotheses per input on K rows (see infer/search.h for the ranking).
 class BeamSearch : public SearchStrategy {
  public:
-  std::vector<GenerateResult> run(const SearchContext& c, Stepper& st) const override;
+  int64_t rows_per_input(const GenerateOptions& o) const override { return o.beam; }
+  std::unique_ptr<RowSearch> start(const SearchContext& c, size_t input,
+                                   std::span<const int32_t> rows) const override;
   nlohmann::json describe(const GenerateOptions& o) const override;
   bool per_hypothesis() const override { return true; }
 };

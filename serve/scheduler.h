@@ -1,10 +1,15 @@
 #pragma once
 // The scheduler between the HTTP handlers and the decoding engine. Handlers submit Jobs; the
-// scheduler's decoding loop owns the model and runs them. SerialScheduler runs one job at a time
-// on one thread: infer/ today decodes a request to its end inside generate() (the strategy owns
-// the step loop), so requests cannot yet be interleaved step by step. A continuous-batching
-// scheduler (a request joins the running batch at the next step and leaves it when finished)
-// implements the same interface over infer's batched engine; nothing else in serve/ changes.
+// scheduler's decoding thread owns the model and runs them. Two implement the interface:
+//   - ContinuousScheduler (the default): one decoding loop over one session of up to max_batch
+//     rows. Before every step it admits queued inputs into free rows (FIFO); one model call then
+//     steps every live row, whatever its request and options (greedy, sampling and beam rows
+//     share the call); a finished input leaves and its rows are reused at the next step. Each
+//     input is a RowSearch (infer/row_search.h), and a row's logits do not depend on the rows
+//     beside it, so every answer is exactly what `seqtape generate` gives for that input alone.
+//   - SerialScheduler: one job at a time, each input decoded to its end by generate().
+// Both bound the jobs queued or running (more: submit() is refused, and the handler answers
+// 503), honour cancellation (stop reason cancelled) and drain until a shutdown deadline.
 //
 // Dimension key: B inputs of one job.
 
@@ -22,6 +27,8 @@
 
 #include "infer/model.h"
 #include "infer/options.h"
+#include "infer/row_search.h"
+#include "infer/stepper.h"
 
 namespace seqtape::serve {
 
@@ -32,7 +39,8 @@ struct Job {
   std::vector<std::vector<int32_t>> inputs;  // [B] encode_input() ids
   GenerateOptions options;                   // checked; on_stream / cancel are set by the scheduler
   std::function<void(const StreamEvent&)> on_stream;  // optional; event.input = index in [B]
-  std::function<void(size_t input)> on_input_done;    // optional; after results[input] is set
+  std::function<void(size_t input)> on_input_done;    // optional; after results[input] is set,
+                                                      // in input order
 
   std::atomic<bool> cancel{false};  // the client went away (or shutdown): stop reason cancelled
 
@@ -55,6 +63,7 @@ struct Job {
 struct SchedulerStats {
   int64_t queued = 0, running = 0;                     // now
   int64_t completed = 0, cancelled = 0, rejected = 0;  // since start (jobs)
+  int64_t steps = 0;  // since start: model calls (continuous: each steps every live row)
 };
 
 class Scheduler {
@@ -69,6 +78,12 @@ class Scheduler {
   virtual SchedulerStats stats() const = 0;
   virtual const char* name() const = 0;
 };
+
+// Decodes input b of `job` alone with generate() (the strategy its options select), streaming
+// through the job's hook; `cancelled` is asked before every step. Sets results[b] and
+// seconds[b] (the caller calls on_input_done).
+void decode_alone(const InferenceModel& model, Job& job, size_t b,
+                  const std::function<bool()>& cancelled);
 
 // One decoding thread, one job at a time, FIFO; at most `capacity` jobs queued or running.
 // `before_step` (tests) runs before every decoding step on the decoding thread.
@@ -85,6 +100,10 @@ class SerialScheduler final : public Scheduler {
  private:
   void loop();
   void run(Job& job);
+  void count_step() {
+    std::lock_guard<std::mutex> l(m_);
+    ++counts_.steps;
+  }
 
   const InferenceModel& model_;
   const size_t capacity_;
@@ -97,5 +116,64 @@ class SerialScheduler final : public Scheduler {
   SchedulerStats counts_;
   std::thread thread_;
 };
+
+// One decoding loop over up to `max_batch` rows (a beam of K takes K rows), FIFO admission, at
+// most `capacity` jobs queued or running. `before_step` (tests) runs before every model call on
+// the decoding thread. Inputs the shared session cannot take — no_cache or verify_cache (they
+// compare with, or are, the uncached recompute), num_samples > 1, or more rows than max_batch —
+// are decoded alone by generate() between two steps, the other rows waiting meanwhile.
+class ContinuousScheduler final : public Scheduler {
+ public:
+  ContinuousScheduler(const InferenceModel& model, size_t capacity, int64_t max_batch,
+                      std::function<void()> before_step = {});
+  ~ContinuousScheduler() override;
+  bool submit(std::shared_ptr<Job> job) override;
+  void shutdown(std::chrono::steady_clock::time_point deadline) override;
+  SchedulerStats stats() const override;
+  const char* name() const override { return "continuous"; }
+
+ private:
+  struct Started;  // a job taken from the queue: which inputs are admitted, which finished
+  struct Input;    // one input in the session: its options, search context, search and rows
+  void loop();
+  bool wait_for_work();  // false: stopping and nothing left
+  void admit();
+  void take_inputs();
+  bool admit_input(Started& s);  // false: not enough free rows
+  void step();
+  void finish_inputs();
+  void fail_all(const std::string& error);
+  void input_done(Started& s);
+  bool cancelled(const Job& job) const { return job.cancel.load() || cancel_all_.load(); }
+  void count_step() {
+    std::lock_guard<std::mutex> l(m_);
+    ++counts_.steps;
+  }
+
+  const InferenceModel& model_;
+  const size_t capacity_;
+  const int64_t max_batch_;
+  std::function<void()> before_step_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;  // no input admitted yet
+  int64_t running_jobs_ = 0;
+  bool stopping_ = false;
+  std::atomic<bool> cancel_all_{false};
+  SchedulerStats counts_;
+  // The decoding thread's own.
+  std::unique_ptr<Stepper> stepper_;
+  std::unique_ptr<DecodeLoop> loop_;
+  std::vector<std::unique_ptr<Started>> started_;  // FIFO
+  std::vector<std::unique_ptr<Input>> inputs_;     // in the session
+  std::vector<std::unique_ptr<Input>> pending_;    // taken by admit(), joining at this step
+  int64_t budget_ = 0;                             // rows admit() may still give
+  std::thread thread_;
+};
+
+// "continuous" or "serial" (anything else: Error).
+std::unique_ptr<Scheduler> make_scheduler(const std::string& kind, const InferenceModel& model,
+                                          size_t capacity, int64_t max_batch,
+                                          std::function<void()> before_step = {});
 
 }  // namespace seqtape::serve

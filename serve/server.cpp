@@ -111,7 +111,7 @@ struct Server::Impl {
       : model(m),
         opt(std::move(o)),
         tok(m.vocab()),
-        scheduler(std::make_unique<SerialScheduler>(m, opt.queue, opt.before_step)) {
+        scheduler(make_scheduler(opt.scheduler, m, opt.queue, opt.max_batch, opt.before_step)) {
     const size_t threads = std::max<size_t>(opt.http_threads, 2);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_read_timeout(opt.read_timeout_ms / 1000, (opt.read_timeout_ms % 1000) * 1000);
@@ -156,7 +156,8 @@ struct Server::Impl {
                             {"running", s.running},
                             {"completed", s.completed},
                             {"cancelled", s.cancelled},
-                            {"rejected", s.rejected}}) +
+                            {"rejected", s.rejected},
+                            {"steps", s.steps}}) +
                           "\n",
                       "application/json");
     });
@@ -168,6 +169,7 @@ struct Server::Impl {
                             {"parameters", model.parameter_count()},
                             {"scheduler", scheduler->name()},
                             {"queue", opt.queue},
+                            {"max_batch", opt.max_batch},
                             {"fields", request_fields()},
                             {"limits",
                              {{"body_bytes", l.max_body_bytes},

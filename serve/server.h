@@ -31,8 +31,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: a free port (bind() returns it)
   Limits limits;
-  size_t queue = 64;         // jobs queued or running; more → 503
-  size_t http_threads = 32;  // connections served at once (others wait to be accepted)
+  size_t queue = 64;                     // jobs queued or running; more → 503
+  std::string scheduler = "continuous";  // or "serial" (serve/scheduler.h)
+  int64_t max_batch = 32;                // continuous: rows decoded together
+  size_t http_threads = 32;              // connections served at once (others wait to be accepted)
   int read_timeout_ms = 5000, write_timeout_ms = 5000;  // per socket read / write
   std::string model_name;                               // shown by /v1/model
   std::function<void()> before_step;                    // tests: runs before each decoding step

@@ -1,6 +1,7 @@
 // The gemv kernels against a plain double-precision loop: vec_mat (x·W, W [K, N]) and mat_vec
-// (A·x, A [M, K] with a row stride), which the decoder uses for one-row steps in the training
-// and decode weight layouts. Both must give the same product over a matrix and its transpose.
+// (A·x, A [M, K] with a row stride). Both must give the same product over a matrix and its
+// transpose. And gemm_nt_rowwise, the decoder's kernel on the Decode layout: right, and each
+// row independent of the batch it is computed in.
 
 #include <gtest/gtest.h>
 
@@ -47,6 +48,44 @@ TEST(Kernels, GemvMatchesLoopInBothLayoutsFloat) {
 }
 TEST(Kernels, GemvMatchesLoopInBothLayoutsDouble) {
   check_gemv<double>(1e-12);
+}
+
+// gemm_nt_rowwise against a double loop, and row independence: every row of a batch of M rows is
+// bit for bit the row computed alone (M = 1), for K below, at and above the 8-lane width, N
+// around the blockings (1, 3, 8 outputs at a time) and M around the 4-row groups and the
+// 64-row panels. Strides wider than the rows.
+TEST(Kernels, RowwiseGemmRowsAreIndependentOfTheBatch) {
+  for (int64_t K : {4, 8, 13, 64, 259})
+    for (int64_t N : {1, 5, 8, 9, 26}) {
+      const int64_t M = 131, ldx = K + 3, ldw = K + 1, ldy = N + 2;
+      const std::vector<float> x = filled<float>(M * ldx, 0.37), w = filled<float>(N * ldw, 0.11);
+      std::vector<float> all(static_cast<size_t>(M * ldy), -7.f);
+      kernels::gemm_nt_rowwise(M, N, K, x.data(), ldx, w.data(), ldw, all.data(), ldy);
+      for (int64_t i = 0; i < M; ++i) {
+        std::vector<float> one(static_cast<size_t>(N));
+        kernels::gemm_nt_rowwise(1, N, K, x.data() + i * ldx, ldx, w.data(), ldw, one.data(), N);
+        for (int64_t j = 0; j < N; ++j) {
+          double ref = 0;
+          for (int64_t p = 0; p < K; ++p)
+            ref += double(x[size_t(i * ldx + p)]) * double(w[size_t(j * ldw + p)]);
+          const float got = all[size_t(i * ldy + j)];
+          ASSERT_EQ(got, one[size_t(j)]) << "K " << K << " N " << N << " row " << i << " out " << j;
+          ASSERT_NEAR(got, ref, 1e-5 * (1 + std::fabs(ref))) << "K " << K << " N " << N;
+        }
+        if (N < ldy) {
+          ASSERT_EQ(all[size_t(i * ldy + N)], -7.f) << "wrote past the row";
+        }
+      }
+      // Batches of other sizes (and offsets) give the same rows again.
+      for (int64_t m : {2, 3, 4, 5, 7, 64, 65}) {
+        std::vector<float> part(static_cast<size_t>(m * ldy));
+        kernels::gemm_nt_rowwise(m, N, K, x.data() + 3 * ldx, ldx, w.data(), ldw, part.data(), ldy);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < N; ++j)
+            ASSERT_EQ(part[size_t(i * ldy + j)], all[size_t((i + 3) * ldy + j)])
+                << "K " << K << " N " << N << " m " << m << " row " << i;
+      }
+    }
 }
 
 }  // namespace

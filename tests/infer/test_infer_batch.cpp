@@ -1,6 +1,7 @@
-// Batched decoding across inputs on the layout the CLI loads (WeightLayout::Decode: one row
-// goes through gemv, several through one gemm), on inputs of different lengths: every row gives
-// the tokens it gives alone, for greedy, beam and sampling. Also: several samples per input,
+// Batched decoding across inputs on the layout the CLI loads (WeightLayout::Decode, whose
+// matrices go through the row-independent gemm_nt_rowwise; each source is encoded alone), on
+// inputs of different lengths: every row gives the tokens and the very score it gives alone,
+// for greedy, beam and sampling. Also: several samples per input,
 // per-input seeds, special tokens kept out of the text, and load_model() on a checkpoint, its
 // run directory and its export.
 
@@ -12,6 +13,7 @@
 #include "infer/model.h"
 #include "infer/search.h"
 #include "tests/infer/fixtures.h"
+#include "tests/infer/wide_model.h"
 #include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
@@ -20,47 +22,11 @@
 namespace seqtape {
 namespace {
 
-// The test vocabulary and 40 more characters, so that V is not tiny.
-Vocab wide_vocab() {
-  std::vector<std::string> t = test_util::test_vocab().tokens();
-  for (char c = 'c'; c <= 'z'; ++c) t.push_back(std::string(1, c));
-  for (char c = 'A'; c <= 'N'; ++c) t.push_back(std::string(1, c));
-  return Vocab::from_tokens(t);
-}
-
-// C 48, 4 heads, F 96, 2 + 2 layers: wide enough that gemm and gemv block differently.
-ModelConfig wide_config(Arch arch, const Vocab& v, uint64_t seed) {
-  ModelConfig c = test_util::tiny_config(arch, v.size(), NormPlacement::Pre, seed, 48);
-  c.d_model = 48;
-  c.n_heads = 4;
-  c.d_ff = 96;
-  return c;
-}
-
-struct Wide {
-  std::unique_ptr<TransformerModel> net;
-  std::unique_ptr<InferenceModel> m;
-};
-
-Wide make_wide(Arch arch, uint64_t seed) {
-  const Vocab v = wide_vocab();
-  Wide w;
-  w.net = make_model(wide_config(arch, v, seed));
-  w.m = std::make_unique<InferenceModel>(w.net->config(), v, test_util::weights_of(*w.net),
-                                         "live model", WeightLayout::Decode);
-  return w;
-}
-
-// Inputs of 1 to 11 tokens (the end token, <eos> or <sep>, included).
-std::vector<std::vector<int32_t>> varied_inputs(Arch arch) {
-  const int32_t end = arch == Arch::Seq2Seq ? 2 : 4;
-  std::vector<std::vector<int32_t>> in = {{end},
-                                          {5, 6, 20, 31, 7, 8, 9, 12, 40, 50, end},
-                                          {13, end},
-                                          {10, 11, 30, 22, end},
-                                          {45, 46, 47, 48, 49, 5, 6, end}};
-  return in;
-}
+using test_util::make_wide;
+using test_util::varied_inputs;
+using test_util::Wide;
+using test_util::wide_config;
+using test_util::wide_vocab;
 
 void expect_each_alone(const InferenceModel& m, const std::vector<std::vector<int32_t>>& in,
                        const GenerateOptions& o, const std::string& what) {
@@ -71,13 +37,13 @@ void expect_each_alone(const InferenceModel& m, const std::vector<std::vector<in
   for (size_t i = 0; i < in.size(); ++i) {
     const GenerateResult alone = generate(m, {in[i]}, o).at(0);
     EXPECT_EQ(batch[i].tokens, alone.tokens) << what << ", input " << i;
-    EXPECT_NEAR(batch[i].score, alone.score, 1e-5) << what << ", input " << i;
+    EXPECT_EQ(batch[i].score, alone.score) << what << ", input " << i;  // to the bit
     EXPECT_EQ(batch[i].stop_reason, alone.stop_reason) << what << ", input " << i;
     EXPECT_EQ(batch[i].cache_lengths, alone.cache_lengths) << what << ", input " << i;
     ASSERT_EQ(batch[i].n_best.size(), alone.n_best.size());
     for (size_t k = 0; k < alone.n_best.size(); ++k) {
       EXPECT_EQ(batch[i].n_best[k].tokens, alone.n_best[k].tokens) << what << ", input " << i;
-      EXPECT_NEAR(batch[i].n_best[k].score, alone.n_best[k].score, 1e-5);
+      EXPECT_EQ(batch[i].n_best[k].score, alone.n_best[k].score);
     }
   }
 }

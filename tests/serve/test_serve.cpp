@@ -507,6 +507,185 @@ TEST(Serve, SerialSchedulerDrainsThenCancels) {
   EXPECT_EQ(st.rejected, 2);
 }
 
+// ---- the continuous scheduler alone ---------------------------------------------------------
+
+std::shared_ptr<serve::Job> make_job(const std::vector<std::string>& texts,
+                                     const GenerateOptions& o) {
+  const Tokenizer tok(f15().vocab());
+  auto job = std::make_shared<serve::Job>();
+  job->texts = texts;
+  for (const std::string& t : texts) job->inputs.push_back(encode_input(f15(), tok, t));
+  job->options = o;
+  return job;
+}
+
+// Exactly the offline decode of the job's input b (generate() alone), score to the bit.
+std::string differs_from_offline(const serve::Job& job, size_t b) {
+  const GenerateResult want = generate(f15(), {job.inputs[b]}, job.options).at(0);
+  const GenerateResult& got = job.results.at(b);
+  const json j_got = serve_test::timeless(result_json(job.texts[b], 0, got, job.options, 0.0));
+  const json j_want = serve_test::timeless(result_json(job.texts[b], 0, want, job.options, 0.0));
+  return j_got == j_want ? "" : "got " + j_got.dump() + " want " + j_want.dump();
+}
+
+GenerateOptions greedy_options(int64_t n) {
+  GenerateOptions o;
+  o.min_new = o.max_new = n;
+  return o;
+}
+
+GenerateOptions sampling_options(uint64_t seed, int64_t n) {
+  GenerateOptions o = greedy_options(n);
+  o.sample = true;
+  o.seed = seed;
+  o.temperature = 1.4;
+  return o;
+}
+
+GenerateOptions beam_options(int64_t n) {
+  GenerateOptions o;
+  o.beam = 3;
+  o.n_best = 3;
+  o.max_new = n;
+  o.length_penalty = 0.6;
+  return o;
+}
+
+// FIFO and bounded like the serial one: with one row, one job decodes while two wait; a
+// shutdown past its deadline cancels the running job and the queued ones (each still gets a
+// result and is finished); later submissions are refused.
+TEST(Serve, ContinuousSchedulerDrainsThenCancels) {
+  std::atomic<int> steps{0};
+  serve::ContinuousScheduler sched(f15(), 3, /*max_batch=*/1, [&] {
+    ++steps;
+    std::this_thread::sleep_for(20ms);
+  });
+  std::vector<std::shared_ptr<serve::Job>> jobs;
+  for (int i = 0; i < 4; ++i) {
+    auto job = make_job({"我爱"}, greedy_options(12));
+    const bool taken = sched.submit(job);
+    EXPECT_EQ(taken, i < 3) << i;  // capacity 3
+    if (taken) jobs.push_back(job);
+  }
+  while (sched.stats().running == 0) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(sched.stats().queued, 2);  // one row: the others wait
+  sched.shutdown(std::chrono::steady_clock::now() + 50ms);
+  for (const auto& job : jobs) {
+    EXPECT_TRUE(job->done());
+    ASSERT_EQ(job->results.size(), 1u);
+    EXPECT_EQ(job->results[0].stop_reason, StopReason::Cancelled);
+  }
+  EXPECT_LT(jobs[0]->results[0].tokens.size(), 12u);
+  EXPECT_TRUE(jobs[2]->results[0].tokens.empty());  // never started
+  EXPECT_LT(steps.load(), 12);
+  auto late = make_job({"我"}, GenerateOptions{});
+  EXPECT_FALSE(sched.submit(late));
+  const serve::SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.cancelled, 3);
+  EXPECT_EQ(st.completed, 0);
+  EXPECT_EQ(st.rejected, 2);
+  EXPECT_EQ(st.queued, 0);
+  EXPECT_EQ(st.running, 0);
+}
+
+// Jobs submitted while others decode join the running batch at the next step: greedy,
+// seeded sampling, beam and a two-input job share steps, and each input equals the offline
+// decode alone, score to the bit. A job cancelled mid-flight stops with stop reason cancelled
+// and leaves the others intact.
+TEST(Serve, ContinuousSchedulerJoinsMidFlightAndCancelsOneRowAlone) {
+  GenerateOptions top_k = sampling_options(11, 9);
+  top_k.top_k = 3;
+  std::vector<std::shared_ptr<serve::Job>> jobs = {
+      make_job({"我爱"}, greedy_options(12)),         // submitted first
+      make_job({"爱学习"}, sampling_options(7, 10)),  // at step 2
+      make_job({"我"}, beam_options(8)),              // at step 3
+      make_job({"学习", "我爱学习"}, top_k),          // at step 3
+      make_job({"爱"}, sampling_options(3, 12)),      // at step 4, cancelled at step 7
+      make_job({"我爱我"}, greedy_options(9))};       // at step 6
+  std::atomic<serve::Scheduler*> sched_ptr{nullptr};
+  int step = 0;
+  auto at_step = [&] {  // on the decoding thread, before every model call
+    ++step;
+    serve::Scheduler* s = sched_ptr.load();
+    if (step == 2) s->submit(jobs[1]);
+    if (step == 3) s->submit(jobs[2]), s->submit(jobs[3]);
+    if (step == 4) s->submit(jobs[4]);
+    if (step == 6) s->submit(jobs[5]);
+    if (step == 7) jobs[4]->cancel = true;
+  };
+  serve::ContinuousScheduler sched(f15(), 16, /*max_batch=*/32, [&] { at_step(); });
+  sched_ptr = &sched;
+  ASSERT_TRUE(sched.submit(jobs[0]));
+  for (const auto& job : jobs) ASSERT_TRUE(job->wait_done(10s));
+  int64_t alone_steps = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    ASSERT_TRUE(jobs[j]->error.empty()) << jobs[j]->error;
+    ASSERT_EQ(jobs[j]->results.size(), jobs[j]->inputs.size());
+    for (size_t b = 0; b < jobs[j]->inputs.size(); ++b) {
+      if (j == 4) continue;
+      EXPECT_EQ(differs_from_offline(*jobs[j], b), "") << "job " << j << " input " << b;
+      alone_steps += int64_t(jobs[j]->results[b].cache_lengths.size());
+    }
+  }
+  const GenerateResult& cut = jobs[4]->results[0];
+  EXPECT_EQ(cut.stop_reason, StopReason::Cancelled);
+  EXPECT_LT(cut.tokens.size(), 12u);
+  EXPECT_GT(cut.tokens.size(), 0u);
+  const serve::SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.completed, 5);
+  EXPECT_EQ(st.cancelled, 1);
+  EXPECT_LT(st.steps, alone_steps / 2) << "the jobs should have shared most steps";
+}
+
+// The server with either scheduler (and the default, continuous) reports which one runs.
+TEST(Serve, SchedulerIsChosenByTheOptions) {
+  for (const std::string kind : {"continuous", "serial"}) {
+    serve::ServerOptions o = test_options();
+    o.scheduler = kind;
+    RunningServer srv(f15(), o);
+    EXPECT_EQ(get_json(srv.port, "/healthz")["scheduler"], kind);
+    httplib::Client cli("127.0.0.1", srv.port);
+    auto res = cli.Post("/v1/generate", R"({"input": "我爱"})", "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(json::parse(res->body)["text"], "学习！") << kind;
+  }
+  EXPECT_EQ(serve::ServerOptions{}.scheduler, "continuous");
+  EXPECT_THROW(serve::make_scheduler("batched", f15(), 4, 4), Error);
+}
+
+// `seqtape serve --scheduler/--max-batch`: bad values are usage errors (exit 2, a plain
+// message, before the model is loaded); --help documents both.
+TEST(Serve, CommandChecksSchedulerAndMaxBatch) {
+  const auto run = [](const std::string& flags) {
+    const std::string cmd = std::string(SEQTAPE_CLI_PATH) + " serve --model " +
+                            serve_test::f15_path() + " --port 0 " + flags + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int status = pclose(p);
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, out);
+  };
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--scheduler batched", "--scheduler must be continuous or serial, got 'batched'"},
+      {"--max-batch 0", "--max-batch must be in [1, 4096], got 0"},
+      {"--max-batch 5000", "--max-batch must be in [1, 4096], got 5000"},
+      {"--max-batch -3", "--max-batch must be in [1, 4096], got -3"},
+      {"--max-batch many", "--max-batch"},
+      {"--scheduler serial --max-batch 4", "--max-batch applies to --scheduler continuous only"}};
+  for (const auto& [flags, message] : bad) {
+    const auto [code, out] = run(flags);
+    EXPECT_EQ(code, 2) << flags << ": " << out;
+    EXPECT_NE(out.find(message), std::string::npos) << flags << ": " << out;
+    EXPECT_EQ(out.find("serving"), std::string::npos) << flags << ": " << out;
+  }
+  const auto [code, help] = run("--help");
+  EXPECT_EQ(code, 0);
+  for (const char* f : {"--scheduler", "--max-batch", "continuous", "serial"})
+    EXPECT_NE(help.find(f), std::string::npos) << f << " not in --help:\n" << help;
+}
+
 // The binary: --port 0 prints the port; SIGTERM lets the in-flight request finish (drain 5 s),
 // answers it and exits 0.
 TEST(Serve, CommandPrintsItsPortAndStopsOnSigterm) {

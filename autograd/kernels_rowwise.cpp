@@ -1,0 +1,129 @@
+// gemm_nt_rowwise: Y = X·Wᵀ with every output summed in one order that depends on K alone.
+//
+// The order (the contract every block of a path keeps): y[i, j] = reduce(acc) + tail, where acc
+// has W lanes, lane u holding Σ x[i, p + u]·w[j, p + u] over p = 0, W, 2W, ... (p + W <= K) in
+// increasing p, one fused multiply-add each (plain multiply and add on the portable path);
+// reduce(acc) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)) after adding lane u + 8 into
+// lane u when W = 16; the tail adds x[i, p]·w[j, p] for the last K mod W columns in increasing
+// p. Blocking several rows and outputs only changes which (i, j) are computed together, never
+// how one is summed. The path (W = 16 with AVX-512, 8 with AVX2 + FMA, 8 portable) is chosen
+// once per process from the CPU, so every call of a process sums the same way.
+//
+// Dimension key: M rows of X, N outputs (rows of W), K the shared inner dimension.
+#include <algorithm>
+#include <cmath>
+
+#include "autograd/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define SEQTAPE_ROWWISE_X86 1
+#define SEQTAPE_X86_TARGET(isa) __attribute__((target(isa)))
+#endif
+
+namespace seqtape::kernels {
+
+namespace {
+
+// Rows of X taken together: X rows of a panel stay in L2 while W streams past them once.
+constexpr int64_t kPanelRows = 64;
+
+// Portable path: the same lane order, without FMA.
+float dot_portable(int64_t k, const float* x, const float* w) {
+  float a[8] = {};
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8)
+    for (int u = 0; u < 8; ++u) a[u] += x[p + u] * w[p + u];
+  float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  for (; p < k; ++p) s += x[p] * w[p];
+  return s;
+}
+
+void rowwise_portable(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                      int64_t ldw, float* y, int64_t ldy) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) y[i * ldy + j] = dot_portable(k, x + i * ldx, w + j * ldw);
+}
+
+#ifdef SEQTAPE_ROWWISE_X86
+
+// The blocked kernel, written once (kernels_rowwise.inc) for two vector widths.
+SEQTAPE_X86_TARGET("avx2,fma") inline float reduce8(__m256 v) {
+  const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));  // (a0+a4)+(a2+a6), (a1+a5)+(a3+a7)
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+}
+
+namespace avx2 {
+#define SEQTAPE_RW_TARGET "avx2,fma"
+#define SEQTAPE_RW_VEC __m256
+#define SEQTAPE_RW_LANES 8
+#define SEQTAPE_RW_ZERO() _mm256_setzero_ps()
+#define SEQTAPE_RW_LOAD(p) _mm256_loadu_ps(p)
+#define SEQTAPE_RW_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define SEQTAPE_RW_REDUCE(v) reduce8(v)
+#define SEQTAPE_RW_ROWS 4
+#define SEQTAPE_RW_COLS 3
+#include "autograd/kernels_rowwise.inc"
+}  // namespace avx2
+
+// 16 lanes: lanes u and u + 8 are added first, then the 8-lane reduction.
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") inline float reduce16(__m512 v) {
+  alignas(64) float lanes[16];  // (GCC 12's 256-bit extract intrinsics warn in -Wuninitialized)
+  _mm512_store_ps(lanes, v);
+  return reduce8(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
+}
+
+namespace avx512 {
+#define SEQTAPE_RW_TARGET "avx512f,avx2,fma"
+#define SEQTAPE_RW_VEC __m512
+#define SEQTAPE_RW_LANES 16
+#define SEQTAPE_RW_ZERO() _mm512_setzero_ps()
+#define SEQTAPE_RW_LOAD(p) _mm512_loadu_ps(p)
+#define SEQTAPE_RW_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define SEQTAPE_RW_REDUCE(v) reduce16(v)
+#define SEQTAPE_RW_ROWS 4
+#define SEQTAPE_RW_COLS 4
+#include "autograd/kernels_rowwise.inc"
+}  // namespace avx512
+
+#endif  // SEQTAPE_ROWWISE_X86
+
+// The widest path this CPU has, chosen once: 16 lanes (AVX-512), 8 (AVX2 + FMA), or portable.
+enum class Path { Portable, Avx2, Avx512 };
+Path path() {
+#ifdef SEQTAPE_ROWWISE_X86
+  static const Path p = __builtin_cpu_supports("avx512f") ? Path::Avx512
+                        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                            ? Path::Avx2
+                            : Path::Portable;
+  return p;
+#else
+  return Path::Portable;
+#endif
+}
+
+}  // namespace
+
+void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                     int64_t ldw, float* y, int64_t ldy) {
+#ifdef SEQTAPE_ROWWISE_X86
+  if (path() == Path::Avx512) return avx512::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
+  if (path() == Path::Avx2) return avx2::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
+#endif
+  rowwise_portable(m, n, k, x, ldx, w, ldw, y, ldy);
+}
+
+const char* gemm_nt_rowwise_path() {
+  switch (path()) {
+    case Path::Avx512:
+      return "avx512";
+    case Path::Avx2:
+      return "avx2";
+    case Path::Portable:
+      break;
+  }
+  return "portable";
+}
+
+}  // namespace seqtape::kernels
