@@ -29,20 +29,14 @@ bool Job::done() const {
   return done_;
 }
 
-SerialScheduler::SerialScheduler(const InferenceModel& model, size_t capacity,
+QueuedScheduler::QueuedScheduler(const InferenceModel& model, size_t capacity,
                                  std::function<void()> before_step)
-    : model_(model), capacity_(capacity), before_step_(std::move(before_step)) {
-  thread_ = std::thread([this] { loop(); });
-}
+    : model_(model), capacity_(capacity), before_step_(std::move(before_step)) {}
 
-SerialScheduler::~SerialScheduler() {
-  shutdown(std::chrono::steady_clock::now());
-}
-
-bool SerialScheduler::submit(std::shared_ptr<Job> job) {
+bool QueuedScheduler::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> l(m_);
-    const size_t load = queue_.size() + (running_job_ ? 1 : 0);
+    const size_t load = queue_.size() + size_t(running_jobs_);
     if (stopping_ || load >= capacity_) {
       ++counts_.rejected;
       return false;
@@ -53,25 +47,52 @@ bool SerialScheduler::submit(std::shared_ptr<Job> job) {
   return true;
 }
 
-void SerialScheduler::shutdown(std::chrono::steady_clock::time_point deadline) {
+void QueuedScheduler::shutdown(std::chrono::steady_clock::time_point deadline) {
   {
     std::unique_lock<std::mutex> l(m_);
     stopping_ = true;
     cv_.notify_all();
     // Let the queue drain until the deadline, then cancel whatever is left.
-    cv_.wait_until(l, deadline, [&] { return queue_.empty() && !running_job_; });
+    cv_.wait_until(l, deadline, [&] { return queue_.empty() && running_jobs_ == 0; });
     cancel_all_ = true;
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
 }
 
-SchedulerStats SerialScheduler::stats() const {
+SchedulerStats QueuedScheduler::stats() const {
   std::lock_guard<std::mutex> l(m_);
   SchedulerStats s = counts_;
   s.queued = int64_t(queue_.size());
-  s.running = running_job_ ? 1 : 0;
+  s.running = running_jobs_;
   return s;
+}
+
+void QueuedScheduler::count_step() {
+  std::lock_guard<std::mutex> l(m_);
+  ++counts_.steps;
+}
+
+void QueuedScheduler::job_ended(const Job& job) {
+  bool cancelled = false;
+  for (const GenerateResult& r : job.results)
+    cancelled = cancelled || r.stop_reason == StopReason::Cancelled;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    --running_jobs_;
+    ++(cancelled ? counts_.cancelled : counts_.completed);
+  }
+  cv_.notify_all();
+}
+
+SerialScheduler::SerialScheduler(const InferenceModel& model, size_t capacity,
+                                 std::function<void()> before_step)
+    : QueuedScheduler(model, capacity, std::move(before_step)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+SerialScheduler::~SerialScheduler() {
+  shutdown(std::chrono::steady_clock::now());
 }
 
 void SerialScheduler::loop() {
@@ -83,18 +104,10 @@ void SerialScheduler::loop() {
       if (queue_.empty()) return;  // stopping and drained
       job = std::move(queue_.front());
       queue_.pop_front();
-      running_job_ = true;
+      ++running_jobs_;
     }
     run(*job);
-    {
-      std::lock_guard<std::mutex> l(m_);
-      running_job_ = false;
-      bool cancelled = false;
-      for (const GenerateResult& r : job->results)
-        cancelled = cancelled || r.stop_reason == StopReason::Cancelled;
-      ++(cancelled ? counts_.cancelled : counts_.completed);
-    }
-    cv_.notify_all();
+    job_ended(*job);
     job->finish();
   }
 }
@@ -169,10 +182,7 @@ struct ContinuousScheduler::Input {
 
 ContinuousScheduler::ContinuousScheduler(const InferenceModel& model, size_t capacity,
                                          int64_t max_batch, std::function<void()> before_step)
-    : model_(model),
-      capacity_(capacity),
-      max_batch_(max_batch),
-      before_step_(std::move(before_step)) {
+    : QueuedScheduler(model, capacity, std::move(before_step)), max_batch_(max_batch) {
   if (max_batch < 1) fail("ContinuousScheduler", "max_batch must be at least 1");
   stepper_ = std::make_unique<Stepper>(model, GenerateOptions{}, 0);
   stepper_->open(max_batch, model.config().max_positions);
@@ -182,40 +192,6 @@ ContinuousScheduler::ContinuousScheduler(const InferenceModel& model, size_t cap
 
 ContinuousScheduler::~ContinuousScheduler() {
   shutdown(std::chrono::steady_clock::now());
-}
-
-bool ContinuousScheduler::submit(std::shared_ptr<Job> job) {
-  {
-    std::lock_guard<std::mutex> l(m_);
-    const size_t load = queue_.size() + size_t(running_jobs_);
-    if (stopping_ || load >= capacity_) {
-      ++counts_.rejected;
-      return false;
-    }
-    queue_.push_back(std::move(job));
-  }
-  cv_.notify_all();
-  return true;
-}
-
-void ContinuousScheduler::shutdown(std::chrono::steady_clock::time_point deadline) {
-  {
-    std::unique_lock<std::mutex> l(m_);
-    stopping_ = true;
-    cv_.notify_all();
-    cv_.wait_until(l, deadline, [&] { return queue_.empty() && running_jobs_ == 0; });
-    cancel_all_ = true;
-    cv_.notify_all();
-  }
-  if (thread_.joinable()) thread_.join();
-}
-
-SchedulerStats ContinuousScheduler::stats() const {
-  std::lock_guard<std::mutex> l(m_);
-  SchedulerStats s = counts_;
-  s.queued = int64_t(queue_.size());
-  s.running = running_jobs_;
-  return s;
 }
 
 void ContinuousScheduler::loop() {
@@ -386,17 +362,9 @@ void ContinuousScheduler::finish_inputs() {
 // Answers a job whose inputs all have results (its entry in started_ becomes null).
 void ContinuousScheduler::input_done(Started& s) {
   std::shared_ptr<Job> job = s.job;
-  bool was_cancelled = false;
-  for (const GenerateResult& r : job->results)
-    was_cancelled = was_cancelled || r.stop_reason == StopReason::Cancelled;
   for (auto& p : started_)
     if (p.get() == &s) p.reset();
-  {
-    std::lock_guard<std::mutex> l(m_);
-    --running_jobs_;
-    ++(was_cancelled ? counts_.cancelled : counts_.completed);
-  }
-  cv_.notify_all();
+  job_ended(*job);
   job->finish();
 }
 

@@ -85,36 +85,46 @@ class Scheduler {
 void decode_alone(const InferenceModel& model, Job& job, size_t b,
                   const std::function<bool()>& cancelled);
 
-// One decoding thread, one job at a time, FIFO; at most `capacity` jobs queued or running.
-// `before_step` (tests) runs before every decoding step on the decoding thread.
-class SerialScheduler final : public Scheduler {
+// What both schedulers share: the bounded FIFO of jobs (at most `capacity` queued or running),
+// the counts, and shutdown with a drain deadline. A subclass starts thread_ on its loop once its
+// own members exist, and calls shutdown() in its destructor (the loop is its). `before_step`
+// (tests) runs before every model call on the decoding thread.
+class QueuedScheduler : public Scheduler {
  public:
-  SerialScheduler(const InferenceModel& model, size_t capacity,
-                  std::function<void()> before_step = {});
-  ~SerialScheduler() override;
-  bool submit(std::shared_ptr<Job> job) override;
-  void shutdown(std::chrono::steady_clock::time_point deadline) override;
-  SchedulerStats stats() const override;
-  const char* name() const override { return "serial"; }
+  bool submit(std::shared_ptr<Job> job) final;
+  void shutdown(std::chrono::steady_clock::time_point deadline) final;
+  SchedulerStats stats() const final;
 
- private:
-  void loop();
-  void run(Job& job);
-  void count_step() {
-    std::lock_guard<std::mutex> l(m_);
-    ++counts_.steps;
-  }
+ protected:
+  QueuedScheduler(const InferenceModel& model, size_t capacity, std::function<void()> before_step);
+  void count_step();
+  // A running job ended: counted as cancelled when any of its inputs was; wakes shutdown().
+  void job_ended(const Job& job);
 
   const InferenceModel& model_;
   const size_t capacity_;
   std::function<void()> before_step_;
   mutable std::mutex m_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;
-  bool running_job_ = false, stopping_ = false;
+  std::deque<std::shared_ptr<Job>> queue_;  // not started yet
+  int64_t running_jobs_ = 0;
+  bool stopping_ = false;
   std::atomic<bool> cancel_all_{false};
   SchedulerStats counts_;
   std::thread thread_;
+};
+
+// One decoding thread, one job at a time, FIFO.
+class SerialScheduler final : public QueuedScheduler {
+ public:
+  SerialScheduler(const InferenceModel& model, size_t capacity,
+                  std::function<void()> before_step = {});
+  ~SerialScheduler() override;
+  const char* name() const override { return "serial"; }
+
+ private:
+  void loop();
+  void run(Job& job);
 };
 
 // One decoding loop over up to `max_batch` rows (a beam of K takes K rows), FIFO admission, at
@@ -122,14 +132,11 @@ class SerialScheduler final : public Scheduler {
 // the decoding thread. Inputs the shared session cannot take — no_cache or verify_cache (they
 // compare with, or are, the uncached recompute), num_samples > 1, or more rows than max_batch —
 // are decoded alone by generate() between two steps, the other rows waiting meanwhile.
-class ContinuousScheduler final : public Scheduler {
+class ContinuousScheduler final : public QueuedScheduler {
  public:
   ContinuousScheduler(const InferenceModel& model, size_t capacity, int64_t max_batch,
                       std::function<void()> before_step = {});
   ~ContinuousScheduler() override;
-  bool submit(std::shared_ptr<Job> job) override;
-  void shutdown(std::chrono::steady_clock::time_point deadline) override;
-  SchedulerStats stats() const override;
   const char* name() const override { return "continuous"; }
 
  private:
@@ -145,22 +152,8 @@ class ContinuousScheduler final : public Scheduler {
   void fail_all(const std::string& error);
   void input_done(Started& s);
   bool cancelled(const Job& job) const { return job.cancel.load() || cancel_all_.load(); }
-  void count_step() {
-    std::lock_guard<std::mutex> l(m_);
-    ++counts_.steps;
-  }
 
-  const InferenceModel& model_;
-  const size_t capacity_;
   const int64_t max_batch_;
-  std::function<void()> before_step_;
-  mutable std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;  // no input admitted yet
-  int64_t running_jobs_ = 0;
-  bool stopping_ = false;
-  std::atomic<bool> cancel_all_{false};
-  SchedulerStats counts_;
   // The decoding thread's own.
   std::unique_ptr<Stepper> stepper_;
   std::unique_ptr<DecodeLoop> loop_;
@@ -168,7 +161,6 @@ class ContinuousScheduler final : public Scheduler {
   std::vector<std::unique_ptr<Input>> inputs_;     // in the session
   std::vector<std::unique_ptr<Input>> pending_;    // taken by admit(), joining at this step
   int64_t budget_ = 0;                             // rows admit() may still give
-  std::thread thread_;
 };
 
 // "continuous" or "serial" (anything else: Error).
