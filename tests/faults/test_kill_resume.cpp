@@ -1,9 +1,10 @@
 // Crash-safe saving and exact resume, with the real binary: `seqtape train` saving after every
-// step is killed with SIGKILL at 50 seeded random moments (most land inside a save, which is
-// most of a step's time here). After every kill the newest checkpoint loads, its step never
-// goes backwards, and at most the killed run's own temp file is left over. Then a resumed run
-// finishes, and every loss any of the 51 runs logged equals, bit for bit, the loss of one
-// uninterrupted run at that step.
+// step is killed with SIGKILL at 50 seeded random moments: one in five anywhere from start-up
+// on, the others in steady training (after the run has logged a step), where most land inside
+// a save, which is most of a step's time here. After every kill the newest checkpoint loads, its
+// step never goes backwards, and at most the killed run's own temp file is left over. Then a
+// resumed run finishes, and every loss any of the 51 runs logged equals, bit for bit, the loss of
+// one uninterrupted run at that step.
 
 #include <gtest/gtest.h>
 
@@ -61,6 +62,17 @@ Losses read_losses(const std::string& metrics_csv) {
   return l;
 }
 
+// Waits until the run writing `out_file` has logged a training step ("step N/M ..." at the
+// start of a line): from then on it saves after every step. False after `limit`.
+bool wait_for_training(const std::string& out_file, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (("\n" + read_file(out_file)).find("\nstep ") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 class KillResume : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -111,8 +123,11 @@ TEST_F(KillResume, FiftyKillsLoseNoCheckpointAndResumeIsBitIdentical) {
   const fs::path out = dir_.path() / "run";
   const std::string ckpt = (out / "checkpoint.bin").string();
   Rng rng(20240611);
-  // Delays cover start-up, the first saves and steady training; a save is most of each step.
-  auto delay_us = [](Rng& r) { return 2'000 + static_cast<int>(r.below(398'001)); };
+  // Start-up kills: delays over start-up, the first saves and steady training. The others wait
+  // for steady training first (start-up time varies with the machine and the sanitizers), then
+  // up to 30 ms: a save is most of each step.
+  auto startup_delay_us = [](Rng& r) { return 2'000 + static_cast<int>(r.below(398'001)); };
+  auto steady_delay_us = [](Rng& r) { return static_cast<int>(r.below(30'001)); };
   int64_t last_step = -1;
   int during_save = 0, before_first_save = 0;
   std::vector<pid_t> killed;
@@ -121,7 +136,13 @@ TEST_F(KillResume, FiftyKillsLoseNoCheckpointAndResumeIsBitIdentical) {
     const bool resume = fs::exists(ckpt);
     const pid_t pid = spawn_cli(train_args("run", 1'000'000, 1, resume), dir_.path().string(),
                                 dir_.file("train.out"), dir_.file("train.err"));
-    std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
+    const bool startup_kill = k % 5 == 4;
+    if (!startup_kill) {
+      EXPECT_TRUE(wait_for_training(dir_.file("train.out"), std::chrono::seconds(120)))
+          << "the run logged no step within 120 s: " << read_file(dir_.file("train.err"));
+    }
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(startup_kill ? startup_delay_us(rng) : steady_delay_us(rng)));
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     killed.push_back(pid);
     const int code = wait_child(pid);
