@@ -15,7 +15,6 @@
 #include "train/dataset.h"
 #include "train/safetensors.h"
 #include "train/subword.h"
-#include "train/subword.h"
 #include "train/tokenizer.h"
 
 namespace seqtape::faults {
