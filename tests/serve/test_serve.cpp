@@ -470,43 +470,6 @@ TEST(Serve, AnswersEqualTheGenerateCommand) {
   }
 }
 
-// The scheduler alone: FIFO, bounded, and a shutdown past its deadline cancels the running job
-// and the queued ones (each still gets a result and is finished); later submissions are refused.
-TEST(Serve, SerialSchedulerDrainsThenCancels) {
-  std::atomic<int> steps{0};
-  serve::SerialScheduler sched(f15(), 3, [&] {
-    ++steps;
-    std::this_thread::sleep_for(20ms);
-  });
-  const Tokenizer tok(f15().vocab());
-  std::vector<std::shared_ptr<serve::Job>> jobs;
-  for (int i = 0; i < 4; ++i) {
-    auto job = std::make_shared<serve::Job>();
-    job->texts = {"我爱"};
-    job->inputs = {encode_input(f15(), tok, "我爱")};
-    job->options.min_new = job->options.max_new = 12;
-    const bool taken = sched.submit(job);
-    EXPECT_EQ(taken, i < 3) << i;  // capacity 3
-    if (taken) jobs.push_back(job);
-  }
-  while (sched.stats().running == 0) std::this_thread::sleep_for(2ms);
-  sched.shutdown(std::chrono::steady_clock::now() + 50ms);
-  for (const auto& job : jobs) {
-    EXPECT_TRUE(job->done());
-    ASSERT_EQ(job->results.size(), 1u);
-    EXPECT_EQ(job->results[0].stop_reason, StopReason::Cancelled);
-  }
-  EXPECT_LT(jobs[0]->results[0].tokens.size(), 12u);
-  EXPECT_TRUE(jobs[2]->results[0].tokens.empty());  // never started
-  EXPECT_LT(steps.load(), 12);
-  auto late = std::make_shared<serve::Job>();
-  EXPECT_FALSE(sched.submit(late));
-  const serve::SchedulerStats st = sched.stats();
-  EXPECT_EQ(st.cancelled, 3);
-  EXPECT_EQ(st.completed, 0);
-  EXPECT_EQ(st.rejected, 2);
-}
-
 // ---- the continuous scheduler alone ---------------------------------------------------------
 
 std::shared_ptr<serve::Job> make_job(const std::vector<std::string>& texts,
@@ -551,15 +514,11 @@ GenerateOptions beam_options(int64_t n) {
   return o;
 }
 
-// FIFO and bounded like the serial one: with one row, one job decodes while two wait; a
-// shutdown past its deadline cancels the running job and the queued ones (each still gets a
-// result and is finished); later submissions are refused.
-TEST(Serve, ContinuousSchedulerDrainsThenCancels) {
-  std::atomic<int> steps{0};
-  serve::ContinuousScheduler sched(f15(), 3, /*max_batch=*/1, [&] {
-    ++steps;
-    std::this_thread::sleep_for(20ms);
-  });
+// Both schedulers alone: FIFO and bounded (capacity 3; the serial one, and the continuous one
+// with one row, decode one job while two wait); a shutdown past its deadline cancels the
+// running job and the queued ones (each still gets a result and is finished); later
+// submissions are refused. `steps` counts the model calls of `sched`, each slowed to 20 ms.
+void expect_drains_then_cancels(serve::Scheduler& sched, const std::atomic<int>& steps) {
   std::vector<std::shared_ptr<serve::Job>> jobs;
   for (int i = 0; i < 4; ++i) {
     auto job = make_job({"我爱"}, greedy_options(12));
@@ -568,7 +527,7 @@ TEST(Serve, ContinuousSchedulerDrainsThenCancels) {
     if (taken) jobs.push_back(job);
   }
   while (sched.stats().running == 0) std::this_thread::sleep_for(2ms);
-  EXPECT_EQ(sched.stats().queued, 2);  // one row: the others wait
+  EXPECT_EQ(sched.stats().queued, 2);  // one at a time: the others wait
   sched.shutdown(std::chrono::steady_clock::now() + 50ms);
   for (const auto& job : jobs) {
     EXPECT_TRUE(job->done());
@@ -586,6 +545,24 @@ TEST(Serve, ContinuousSchedulerDrainsThenCancels) {
   EXPECT_EQ(st.rejected, 2);
   EXPECT_EQ(st.queued, 0);
   EXPECT_EQ(st.running, 0);
+}
+
+TEST(Serve, SerialSchedulerDrainsThenCancels) {
+  std::atomic<int> steps{0};
+  serve::SerialScheduler sched(f15(), 3, [&] {
+    ++steps;
+    std::this_thread::sleep_for(20ms);
+  });
+  expect_drains_then_cancels(sched, steps);
+}
+
+TEST(Serve, ContinuousSchedulerDrainsThenCancels) {
+  std::atomic<int> steps{0};
+  serve::ContinuousScheduler sched(f15(), 3, /*max_batch=*/1, [&] {
+    ++steps;
+    std::this_thread::sleep_for(20ms);
+  });
+  expect_drains_then_cancels(sched, steps);
 }
 
 // Jobs submitted while others decode join the running batch at the next step: greedy,
