@@ -248,7 +248,7 @@ Var concat(const std::vector<Var>& parts, int axis) {
     }
   });
   bool grad = false;
-  for (const Var& p : parts) grad = grad || detail::wants_grad({&p});
+  for (const Var& p : parts) grad = detail::wants_grad({&p}) || grad;  // notes every leaf
   std::vector<std::shared_ptr<VarImpl>> impls;
   for (const Var& p : parts) impls.push_back(p.shared());
   // each part's gradient is its block of g

@@ -11,12 +11,19 @@
 
 namespace seqtape::detail {
 
-// Does an op over these inputs need a tape node?
+// Does an op over these inputs need a tape node? Every op passes all its differentiable
+// inputs here, just before it records, so that the tape learns which node first reads each
+// leaf (Tape::note_leaf_use).
 inline bool wants_grad(std::initializer_list<const Var*> inputs) {
-  if (!Tape::current().recording()) return false;
+  Tape& tape = Tape::current();
+  if (!tape.recording()) return false;
+  bool any = false;
   for (const Var* v : inputs)
-    if (v->requires_grad()) return true;
-  return false;
+    if (v->requires_grad()) {
+      any = true;
+      if (v->is_leaf()) tape.note_leaf_use(*v->impl());
+    }
+  return any;
 }
 
 void check_finite_result(const Tensor& t, const char* op);

@@ -90,9 +90,11 @@ void Tape::backward(const Var& root, const Tensor& upstream) {
   accumulate_grad(*r, upstream, "backward");
   for (size_t i = nodes_.size(); i-- > 0;) {
     Node& n = nodes_[i];
-    if (!n.out->grad.defined()) continue;  // not on a path to the root: no work
-    profile::Scope prof(n.op, profile::Phase::Backward);
-    n.fn();
+    if (n.out->grad.defined()) {  // else not on a path to the root: no work
+      profile::Scope prof(n.op, profile::Phase::Backward);
+      n.fn();
+    }
+    if (after_node_) after_node_(i);
   }
 }
 

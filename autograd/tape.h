@@ -26,6 +26,12 @@ struct VarImpl {
   bool requires_grad = false;
   bool leaf = true;
   uint64_t tape_generation = 0;  // for results: the generation of the tape that recorded them
+  // For leaves: the tape generation in which an op first read this value, and that op's node
+  // index. Backward has written the leaf's whole gradient once it has run that node (every
+  // other reader comes later on the tape), which the data-parallel reducer uses to start an
+  // allreduce while backward goes on (train/grad_reducer.h).
+  uint64_t use_generation = 0;
+  size_t first_use = 0;
 };
 
 class Var {
@@ -88,6 +94,16 @@ class Tape {
   void backward(const Var& root);
   void backward(const Var& root, const Tensor& upstream);
 
+  // Called by backward after each node index i, from the last node down to 0, whether or not
+  // the node had work (see VarImpl::first_use). Empty: no call.
+  void set_after_node(std::function<void(size_t i)> hook) { after_node_ = std::move(hook); }
+  // Notes that a recording op reads leaf v (the node it records gets index size()).
+  void note_leaf_use(VarImpl& v) {
+    if (v.use_generation == generation_) return;
+    v.use_generation = generation_;
+    v.first_use = nodes_.size();
+  }
+
   // Drops every node (and the intermediate values they hold); keeps the vector's capacity.
   void clear();
   size_t size() const { return nodes_.size(); }
@@ -108,6 +124,7 @@ class Tape {
     const char* op;
   };
   std::vector<Node> nodes_;
+  std::function<void(size_t)> after_node_;
   uint64_t generation_ = 1;
   bool recording_ = true;
   bool anomaly_ = false;

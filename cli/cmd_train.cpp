@@ -26,6 +26,9 @@ struct TrainArgs {
   bool profile = false;
   std::string too_long = "error";
   std::string time_limit;
+  double bucket_mb = 4;
+  bool no_overlap = false;
+  double collective_timeout = 300;
 };
 
 // "90", "90s", "20m", "1.5h" -> seconds; a usage error otherwise.
@@ -168,7 +171,31 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_flag("--profile", a.profile,
                "print the time per op kind (forward, backward), optimizer, clipping, data and "
                "allocation as a share of the step");
+  CLI::App& dp = *sub.add_option_group(
+      "data-parallel", "under mpirun -np N: every rank trains on 1/N of each global batch");
+  dp.add_option("--bucket-mb", a.bucket_mb, "gradient allreduce bucket size in MiB")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1024.0).description("in [0.001, 1024]"));
+  dp.add_flag("--no-overlap", a.no_overlap,
+              "start the gradient allreduce after backward, not during it (for measuring)");
+  dp.add_option("--check-sync", a.o.check_sync,
+                "every N steps compare a checksum of the parameters across ranks and stop on a "
+                "difference (0: off)")
+      ->capture_default_str()
+      ->check(at_least(0));
+  dp.add_option("--collective-timeout", a.collective_timeout,
+                "seconds a collective may wait for the other ranks before the job is stopped "
+                "(0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6).description("in [0, 1e6]"));
 }
+
+// What every data-parallel rank's own error says first.
+std::string rank_prefix(const Communicator& comm) {
+  return "rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) + ": ";
+}
+
+int train_and_report(const TrainArgs& a, const TrainOptions& o);
 
 int run_train(TrainArgs& a) {
   TrainOptions o = a.o;
@@ -190,7 +217,34 @@ int run_train(TrainArgs& a) {
   if (o.resume && o.overwrite) throw UsageError("give --resume or --overwrite, not both");
   if (const std::string p = best_metric_problem(o); !p.empty()) throw UsageError(p);
   profile::set_enabled(a.profile);
+  o.bucket_bytes = static_cast<int64_t>(a.bucket_mb * 1024 * 1024);
+  o.overlap = !a.no_overlap;
+  const std::shared_ptr<Communicator> comm = world_communicator();
+  comm->set_timeout(a.collective_timeout);
+  o.comm = comm;
+  if (comm->size() == 1) return train_and_report(a, o);
+  // Several ranks: a rank that fails says so, naming itself, and stops the whole job (the
+  // others would wait for it in the next collective); rank 0's checkpoint is written atomically
+  // and stays as it was.
+  const int code = run_guarded("seqtape train", [&] {
+    try {
+      return train_and_report(a, o);
+    } catch (const UsageError& e) {
+      throw UsageError(rank_prefix(*comm) + e.what());
+    } catch (const Error& e) {
+      throw Error(rank_prefix(*comm) + e.what());
+    } catch (const std::exception& e) {
+      throw std::runtime_error(rank_prefix(*comm) + e.what());
+    }
+  });
+  if (code != kOk && code < 128) comm->abort(code);
+  comm->barrier();  // rank 0 may still be evaluating: wait for it before MPI_Finalize
+  return code;
+}
+
+int train_and_report(const TrainArgs& a, const TrainOptions& o) {
   TrainReport r = train(o, std::cout);
+  if (o.comm->rank() != 0) return r.stop_signal != 0 ? 128 + r.stop_signal : kOk;
   std::printf("trained steps %lld..%lld in %.2f s (%.0f tokens/s)",
               static_cast<long long>(r.first_step), static_cast<long long>(r.last_step), r.seconds,
               r.tokens_per_second);
@@ -210,6 +264,18 @@ int run_train(TrainArgs& a) {
         sum / static_cast<double>(r.last_step - prev));
   }
   std::printf("\n");
+  if (r.world_size > 1) {
+    const ReducerStats& ar = r.allreduce;
+    const double steps = static_cast<double>(std::max<int64_t>(1, ar.steps));
+    const double step_s = r.seconds / steps;
+    std::printf(
+        "allreduce over %d ranks: %.2f MB of gradients per step in %lld buckets, %.1f of them "
+        "started during backward; %.3f ms per step waiting for it (%.1f%% of the step), %.3f ms "
+        "packing and starting\n",
+        r.world_size, static_cast<double>(ar.bytes) / 1e6, static_cast<long long>(ar.buckets),
+        static_cast<double>(ar.overlapped) / steps, 1e3 * ar.wait_seconds / steps,
+        step_s > 0 ? 100 * ar.wait_seconds / steps / step_s : 0.0, 1e3 * ar.launch_seconds / steps);
+  }
   if (a.profile) std::fputs(profile::report("training step profile").c_str(), stdout);
   if (r.stop_signal != 0) return 128 + r.stop_signal;  // 130 for SIGINT, 143 for SIGTERM
   return kOk;

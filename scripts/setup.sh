@@ -14,6 +14,7 @@ packages=(
   libxxhash-dev     # checkpoint checksums
   libsentencepiece-dev # subword vocabularies (seqtape vocab)
   libcpp-httplib-dev # seqtape serve (HTTP server)
+  libopenmpi-dev openmpi-bin # data-parallel training (mpirun -np N seqtape train)
   trans-de-en       # the German-English dictionary behind datasets/de-en
   chromium chromium-driver  # the browser test of web/player.html (headless, Debian's build)
   nodejs            # drives the browser test (web/test/player_test.mjs; built-in fetch, no npm)

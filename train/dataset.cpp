@@ -336,6 +336,32 @@ std::vector<Batch> in_order(const std::vector<E>& examples, int64_t batch_size, 
 }
 }  // namespace
 
+Batch slice_rows(const Batch& b, int64_t begin, int64_t end) {
+  if (begin < 0 || end < begin || end > b.B)
+    fail("slice_rows", "rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                           ") of a batch of " + std::to_string(b.B));
+  Batch s;
+  s.B = end - begin;
+  s.S = b.S;
+  s.T = b.T;
+  // Row-major [B, width] fields keep their rows; [B] fields their entries; empty ones stay empty.
+  auto rows = [&](const std::vector<int32_t>& v, int64_t width) {
+    if (v.empty()) return std::vector<int32_t>{};
+    return std::vector<int32_t>(v.begin() + begin * width, v.begin() + end * width);
+  };
+  s.src = rows(b.src, b.S);
+  s.src_len = rows(b.src_len, 1);
+  s.tgt_in = rows(b.tgt_in, b.T);
+  s.tgt_len = rows(b.tgt_len, 1);
+  s.tokens = rows(b.tokens, b.T);
+  s.len = rows(b.len, 1);
+  s.labels = rows(b.labels, b.T);
+  s.n_label_tokens =
+      std::count_if(s.labels.begin(), s.labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
+  if (!b.index.empty()) s.index.assign(b.index.begin() + begin, b.index.begin() + end);
+  return s;
+}
+
 std::vector<Batch> batches_in_order(const std::vector<Example>& examples, int64_t batch_size,
                                     int32_t pad_id) {
   return in_order(examples, batch_size,

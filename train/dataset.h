@@ -124,6 +124,9 @@ Batch make_batch(const std::vector<Example>& examples, std::span<const uint32_t>
                  int32_t pad_id);
 Batch make_lm_batch(const std::vector<LmExample>& examples, std::span<const uint32_t> index,
                     int32_t pad_id);
+// Rows [begin, end) of a batch, with the batch's padded lengths S and T kept (a data-parallel
+// rank's shard of a global batch, train/dist.h); n_label_tokens counts the shard's own labels.
+Batch slice_rows(const Batch& b, int64_t begin, int64_t end);
 // Every example once, in order, batch_size at a time (the last batch may be smaller):
 // for evaluation, where no shuffle and no loader state are wanted.
 std::vector<Batch> batches_in_order(const std::vector<Example>& examples, int64_t batch_size,

@@ -3,6 +3,7 @@
 #include "train/trainer.h"
 
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
 
 #include "autograd/kernels.h"
 #include "autograd/profile.h"
@@ -34,6 +37,9 @@ namespace {
 
 // Everything the step loop changes and a checkpoint saves, with what it was built from.
 struct Run {
+  std::shared_ptr<Communicator> comm;    // the ranks (one without mpirun)
+  bool lead = true;                      // rank 0: writes files, logs and evaluates
+  std::unique_ptr<GradReducer> reducer;  // more than one rank
   std::string ckpt_path;
   bool resuming = false;
   Checkpoint resumed;  // when resuming
@@ -290,13 +296,74 @@ void resume(Run& run, std::ostream& log) {
         << ": nothing to train\n";
 }
 
+// The checkpoint to resume from. With several ranks rank 0 reads it and sends its bytes to the
+// others, so that only rank 0 needs the run directory.
+void load_resumed(const TrainOptions& opt, Run& run) {
+  if (run.comm->size() == 1) {
+    run.resuming = opt.resume && fs::exists(run.ckpt_path);
+    if (opt.resume && !run.resuming) fail("train", "--resume: no checkpoint at " + run.ckpt_path);
+    if (run.resuming) run.resumed = load_checkpoint(run.ckpt_path);
+    return;
+  }
+  std::string bytes;
+  if (run.lead && opt.resume) {
+    if (!fs::exists(run.ckpt_path)) fail("train", "--resume: no checkpoint at " + run.ckpt_path);
+    bytes = read_user_file(run.ckpt_path, "checkpoint", uint64_t{1} << 40);
+  }
+  run.comm->broadcast(bytes, 0, "sending the checkpoint to every rank");
+  run.resuming = !bytes.empty();
+  if (run.resuming) run.resumed = load_checkpoint_from_memory(bytes, run.ckpt_path);
+}
+
+// XXH3-64 of every parameter's bytes.
+uint64_t params_checksum(const NamedParams& params) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  for (const auto& np : params)
+    XXH3_64bits_update(st, np.second.value().raw(), np.second.value().nbytes());
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
+// The ranks whose value differs from rank 0's, as "rank 1 (…), rank 3 (…)"; "" when all agree.
+std::string ranks_differing(const std::vector<uint64_t>& all) {
+  std::string out;
+  char buf[64];
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    std::snprintf(buf, sizeof buf, "%srank %zu (%016llx)", out.empty() ? "" : ", ", r,
+                  static_cast<unsigned long long>(all[r]));
+    out += buf;
+  }
+  if (out.empty()) return out;
+  std::snprintf(buf, sizeof buf, " against rank 0's %016llx",
+                static_cast<unsigned long long>(all[0]));
+  return out + buf;
+}
+
+// Before the first step: every rank must have the same options and data (the run record holds
+// their fingerprints) and the same parameters.
+void check_ranks_agree(Run& run) {
+  const std::string rec = run.record.dump();
+  const std::string diff = ranks_differing(
+      run.comm->allgather(XXH3_64bits(rec.data(), rec.size()), "comparing the ranks' options"));
+  if (!diff.empty())
+    fail("train", "the options or data files of " + diff +
+                      " differ: every rank must be started with the same flags and the same "
+                      "--data/--valid/--vocab contents");
+  const std::string pdiff = ranks_differing(
+      run.comm->allgather(params_checksum(run.params), "comparing the ranks' parameters"));
+  if (!pdiff.empty()) fail("train", "the initial parameters of " + pdiff + " differ");
+}
+
 Run start_run(const TrainOptions& opt, std::ostream& log) {
   Run run;
+  run.comm = opt.comm ? opt.comm : single_process();
+  run.lead = run.comm->rank() == 0;
   run.ckpt_path = (fs::path(opt.out_dir) / "checkpoint.bin").string();
-  remove_stale_temp_files(run.ckpt_path);
-  run.resuming = opt.resume && fs::exists(run.ckpt_path);
-  if (opt.resume && !run.resuming) fail("train", "--resume: no checkpoint at " + run.ckpt_path);
-  if (run.resuming) run.resumed = load_checkpoint(run.ckpt_path);
+  if (run.lead) remove_stale_temp_files(run.ckpt_path);
+  load_resumed(opt, run);
   std::vector<TextPair> pairs = read_tsv(opt.data);
   choose_vocab_and_config(opt, pairs, run);
   record_run(opt, pairs, run);
@@ -306,6 +373,18 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
   make_loader(opt, run);
   make_model_and_optimizer(opt, run);
   if (run.resuming) resume(run, log);
+  if (run.comm->size() > 1) {
+    // Dropout masks: rank 0 keeps the run's generator (saved in checkpoints); the others draw
+    // from their own, seeded by rank and starting step.
+    if (!run.lead)
+      run.rng = Rng((opt.seed ^ 0x5eedull) +
+                    0x9E3779B97F4A7C15ull * static_cast<uint64_t>(run.comm->rank()) +
+                    0xBF58476D1CE4E5B9ull * static_cast<uint64_t>(run.step));
+    check_ranks_agree(run);
+    run.reducer =
+        std::make_unique<GradReducer>(run.params, *run.comm, opt.bucket_bytes, opt.overlap);
+    run.reducer->set_verify(opt.verify_buckets);
+  }
   return run;
 }
 
@@ -340,6 +419,15 @@ void log_summary(const TrainOptions& opt, const Run& run, std::ostream& log) {
       << (opt.accum > 1 ? " x " + std::to_string(opt.accum) + " accumulated" : "") << ", optimizer "
       << optimizer_name(run.ocfg.kind) << ", lr " << opt.schedule.lr
       << (run.resuming ? ", resumed at step " + std::to_string(run.step) : "") << "\n";
+  if (run.comm->size() > 1)
+    log << "data-parallel: " << run.comm->size() << " ranks (" << run.comm->describe()
+        << "), each global batch split into " << run.comm->size() << " shards; gradients summed in "
+        << run.reducer->stats().buckets << " buckets of up to " << opt.bucket_bytes / 1024 << " KiB"
+        << (opt.overlap ? ", started during backward" : ", after backward")
+        << (opt.check_sync > 0
+                ? "; parameters compared every " + std::to_string(opt.check_sync) + " steps"
+                : "")
+        << "\n";
   log << run.data_report;
 }
 
@@ -500,26 +588,62 @@ StepStats train_step(Run& run, const TrainOptions& opt, const TrainingLog& tlog)
   }
   int64_t label_tokens = 0;
   for (const Batch& b : batches) label_tokens += b.n_label_tokens;
+  // With several ranks each trains on its rows of every batch, its loss weighted like one
+  // more micro-batch: summed over the ranks, the gradient is the whole batch's.
+  const int ranks = run.comm->size();
+  if (ranks > 1) {
+    profile::Scope prof("data");
+    for (Batch& b : batches) {
+      const auto [begin, end] = shard_rows(b.B, run.comm->rank(), ranks);
+      b = slice_rows(b, begin, end);
+    }
+  }
   for (auto& [n, p] : run.params) p.zero_grad();
   s.lr = opt.schedule.at(s.step);
   s.loss = 0;
-  for (const Batch& b : batches) {
+  for (size_t k = 0; k < K; ++k) {
+    const Batch& b = batches[k];
+    if (b.B == 0) continue;  // a global batch with fewer rows than ranks
     Tape::current().clear();
     Var loss = forward_loss(run, opt, b);
-    if (K > 1)
+    if (K > 1 || ranks > 1)
       loss = loss * (label_tokens > 0
                          ? static_cast<double>(b.n_label_tokens) / static_cast<double>(label_tokens)
                          : 0.0);
     if (opt.before_backward) opt.before_backward(s.step, *run.model);
     const double value = loss.item();
     s.loss += value;
+    if (run.reducer && k + 1 == K) run.reducer->before_last_backward();
     backward_or_fail(run, loss, value, tlog);
+  }
+  if (run.reducer) {
+    run.reducer->finish();
+    run.comm->sum(&s.loss, 1, "the step's loss");
   }
   s.grad_norm = grad_norm_or_fail(run, tlog);
   run.optimizer->step(s.lr, opt.clip > 0 ? clip_scale(s.grad_norm, opt.clip) : 1.0);
   profile::end_step();
   s.label_tokens = label_tokens;
   return s;
+}
+
+// Rank 0's decision, on every rank (the others wait for it without a timeout: rank 0 may be
+// evaluating for a long time).
+bool agree_with_lead(Communicator& comm, bool decision) {
+  if (comm.size() == 1) return decision;
+  std::string b(1, decision ? '1' : '0');
+  comm.broadcast(b, 0, "waiting for rank 0's evaluation", /*bounded=*/false);
+  return b == "1";
+}
+
+// --check-sync: stops every rank, naming the step, when the parameters differ across ranks.
+void check_in_sync(const Run& run) {
+  if (run.comm->size() == 1) return;
+  const std::string diff = ranks_differing(
+      run.comm->allgather(params_checksum(run.params), "comparing the ranks' parameters"));
+  if (!diff.empty())
+    stop_at(run.step, "the parameters of " + diff + " differ after the update (--check-sync)",
+            "the ranks have diverged", run, false);
 }
 
 EvalResult evaluate_run(Run& run, const TrainOptions& opt) {
@@ -561,39 +685,65 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (opt.batch_tokens < 0) fail("train", "--batch-tokens must be >= 0 (0: batches of --batch)");
   if (opt.accum < 1) fail("train", "--accum must be >= 1");
   if (const std::string p = best_metric_problem(opt); !p.empty()) fail("train", p);
-  if (opt.threads > 0) kernels::blas_set_num_threads(opt.threads);
-  const RunDir run_dir(opt.out_dir, opt.resume, opt.overwrite);  // held until train() returns
-  Run run = start_run(opt, log);
-  write_run_files(opt.out_dir, run);
-  log_summary(opt, run, log);
+  const std::shared_ptr<Communicator> comm = opt.comm ? opt.comm : single_process();
+  const bool lead = comm->rank() == 0;
+  int threads = opt.threads;
+  if (threads == 0 && comm->size() > 1)  // the ranks on this machine share its cores
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks());
+  if (threads > 0) kernels::blas_set_num_threads(threads);
+  // Rank 0 alone holds the run directory; the other ranks write nothing and log nothing.
+  std::optional<RunDir> run_dir;  // held until train() returns
+  if (lead) run_dir.emplace(opt.out_dir, opt.resume, opt.overwrite);
+  std::ostream null_log(nullptr);
+  std::ostream& out = lead ? log : null_log;
+  TrainOptions ropt = opt;
+  ropt.comm = comm;
+  Run run = start_run(ropt, out);
+  if (lead) write_run_files(opt.out_dir, run);
+  log_summary(opt, run, out);
 
-  const bool bar = opt.progress == 1 || (opt.progress == -1 && isatty(STDERR_FILENO));
-  TrainingLog tlog(opt.out_dir, run.resuming, bar, opt.log_every, run.step + 1, run.total_steps,
-                   log, run.until_time_limit ? opt.time_limit : 0);
+  const bool bar = lead && (opt.progress == 1 || (opt.progress == -1 && isatty(STDERR_FILENO)));
+  TrainingLog tlog(lead ? opt.out_dir : "", run.resuming, bar, opt.log_every, run.step + 1,
+                   run.total_steps, out, run.until_time_limit ? opt.time_limit : 0);
   Tape::current().set_anomaly(opt.anomaly);
   TrainReport rep;
   rep.first_step = run.step + 1;
   rep.valid_is_train = run.valid_is_train;
   rep.checkpoint = run.ckpt_path;
+  rep.world_size = comm->size();
   const StopSignals signals;  // SIGINT/SIGTERM: save at the end of the step and stop
   while (run.step < run.total_steps) {
+    comm->set_step(run.step + 1);
     const StepStats s = train_step(run, opt, tlog);
     rep.losses.push_back(s.loss);
     tlog.step(s);
     if (opt.eval_every > 0 && s.step % opt.eval_every == 0 && s.step != run.total_steps) {
-      const EvalResult ev = evaluate_run(run, opt);
-      tlog.evaluation(s.step, ev, true);
-      if (after_evaluation(run, opt, ev, log)) rep.early_stopped = true;
+      if (lead) {
+        const EvalResult ev = evaluate_run(run, opt);
+        tlog.evaluation(s.step, ev, true);
+        if (after_evaluation(run, opt, ev, log)) rep.early_stopped = true;
+      }
+      rep.early_stopped = agree_with_lead(*comm, rep.early_stopped);
     }
-    if (opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run, opt);
-    if ((rep.stop_signal = StopSignals::received()) != 0 || rep.early_stopped) break;
-    if (opt.time_limit > 0 && tlog.seconds() >= opt.time_limit) {
+    if (lead && opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run, opt);
+    if (opt.check_sync > 0 && s.step % opt.check_sync == 0) check_in_sync(run);
+    rep.stop_signal = StopSignals::received();
+    bool time_up = opt.time_limit > 0 && tlog.seconds() >= opt.time_limit;
+    if (comm->size() > 1) {  // every rank stops after the same step: rank 0's clock, any signal
+      double v[2] = {static_cast<double>(rep.stop_signal), lead && time_up ? 1.0 : 0.0};
+      comm->sum(v, 2, "agreeing whether to stop");
+      if (rep.stop_signal == 0 && v[0] > 0) rep.stop_signal = SIGTERM;  // another rank's signal
+      time_up = v[1] > 0;
+    }
+    if (rep.stop_signal != 0 || rep.early_stopped) break;
+    if (time_up) {
       tlog.break_line();
-      log << "time limit of " << opt.time_limit << " s reached at step " << run.step << "\n";
+      out << "time limit of " << opt.time_limit << " s reached at step " << run.step << "\n";
       rep.timed_out = true;
       break;
     }
   }
+  if (run.reducer) rep.allreduce = run.reducer->stats();
   tlog.break_line();
   rep.last_step = run.step;
   rep.seconds = tlog.seconds();
@@ -603,10 +753,14 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "padding: %.1f%% of the batches' token positions\n",
                   100.0 * rep.padding_fraction);
-    log << buf;
+    out << buf;
   }
-  if (run.last_saved != run.step) save_or_fail(run, opt);
+  if (lead && run.last_saved != run.step) save_or_fail(run, opt);
   Tape::current().clear();
+  if (!lead) {  // rank 0 evaluates and reports
+    Tape::current().set_anomaly(false);
+    return rep;
+  }
   if (rep.stop_signal != 0) {
     log << "stopped by signal " << rep.stop_signal << " after step " << run.step << "; saved "
         << run.ckpt_path << " (continue with --resume), " << tlog.finish() << "\n";

@@ -19,7 +19,9 @@
 #include "nn/transformer.h"
 #include "train/data_check.h"
 #include "train/dataset.h"
+#include "train/dist.h"
 #include "train/evaluate.h"
+#include "train/grad_reducer.h"
 #include "train/optim.h"
 #include "train/tokenizer.h"
 
@@ -72,6 +74,17 @@ struct TrainOptions {
   bool anomaly = false;   // name the first op whose result went non-finite
   // Test hook: called after each step's loss is known, before backward (may poison data).
   std::function<void(int64_t step, TransformerModel&)> before_backward;
+
+  // Data-parallel training (train/dist.h): the ranks of this run; null or one rank: this
+  // process alone, exactly as without MPI. Every rank loads the same data and draws the same
+  // global batches; rank r trains on its rows (shard_rows) and the gradients are summed over
+  // the ranks, each rank's loss weighted by its share of the global batch's label tokens.
+  // Rank 0 alone writes files, logs and evaluates.
+  std::shared_ptr<Communicator> comm;
+  int64_t bucket_bytes = int64_t{4} << 20;  // gradient allreduce buckets (GradReducer)
+  bool overlap = true;                      // start buckets during backward
+  int64_t check_sync = 0;       // every N steps, stop if the ranks' parameters differ (0: off)
+  bool verify_buckets = false;  // test hook: GradReducer::set_verify
 };
 
 struct TrainReport {
@@ -88,6 +101,8 @@ struct TrainReport {
   bool early_stopped = false;  // stopped by patience
   double best_value = 0;       // of best_metric, at best_step (-1: no best.bin)
   int64_t best_step = -1;
+  int world_size = 1;      // data-parallel ranks
+  ReducerStats allreduce;  // with more than one rank
 };
 
 // "" when best_metric and patience can be used with these options, else the problem: an

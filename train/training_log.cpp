@@ -30,8 +30,8 @@ std::string fmt_seconds(double s) {
 TrainingLog::TrainingLog(const std::string& out_dir, bool append, bool bar, int64_t log_every,
                          int64_t first_step, int64_t total_steps, std::ostream& log,
                          double until_time_limit)
-    : metrics_path_((fs::path(out_dir) / "metrics.csv").string()),
-      svg_path_((fs::path(out_dir) / "loss.svg").string()),
+    : metrics_path_(out_dir.empty() ? "" : (fs::path(out_dir) / "metrics.csv").string()),
+      svg_path_(out_dir.empty() ? "" : (fs::path(out_dir) / "loss.svg").string()),
       bar_(bar),
       log_every_(log_every),
       first_step_(first_step),
@@ -39,6 +39,7 @@ TrainingLog::TrainingLog(const std::string& out_dir, bool append, bool bar, int6
       log_(log),
       until_time_limit_(until_time_limit > 0),
       time_limit_(until_time_limit) {
+  if (metrics_path_.empty()) return;  // a data-parallel rank other than 0: no files
   if (append && fs::exists(metrics_path_)) {
     metrics_.open(metrics_path_, std::ios::app);
   } else {
@@ -117,11 +118,13 @@ void TrainingLog::break_line() const {
 }
 
 void TrainingLog::check_written() {
+  if (metrics_path_.empty()) return;
   metrics_.flush();
   if (!metrics_) fail(metrics_path_, "write failed (disk full or file not writable)");
 }
 
 std::string TrainingLog::finish() {
+  if (metrics_path_.empty()) return "";
   metrics_.close();
   if (metrics_.fail()) fail(metrics_path_, "write failed when closing (disk full?)");
   const std::string svg = loss_curve_svg(read_loss_series(metrics_path_), "seqtape training loss");

@@ -32,6 +32,7 @@ class TrainingLog {
   // Appends to <out_dir>/metrics.csv when `append` and the file exists (a resumed run),
   // otherwise starts it with its header. Steps first_step..total_steps are expected; a row is
   // logged every log_every steps, at the first and at the last. bar: a progress bar on stderr.
+  // An empty out_dir writes no files (the data-parallel ranks other than 0).
   // until_time_limit > 0: the run has no step total and ends after that many seconds, so
   // progress and ETA are measured against the time and no step total is shown.
   TrainingLog(const std::string& out_dir, bool append, bool bar, int64_t log_every,
