@@ -10,6 +10,7 @@
 #include "tests/test_util.h"
 #include "train/copy_task.h"
 #include "train/dataset.h"
+#include "train/dist.h"
 
 namespace seqtape {
 namespace {
@@ -154,6 +155,44 @@ TEST(Encode, EncodedPairsGivePromptAndTargetForBothArchitectures) {
   DataLoader loader(lm, 0, LoaderOptions{2, 1, false});
   EXPECT_TRUE(loader.decoder_only());
   EXPECT_EQ(loader.next_batch().B, 2);
+}
+
+TEST(Batch, SliceRowsKeepsPaddedLengthsAndCountsItsOwnLabels) {
+  const Tokenizer tok = reference_tokenizer();
+  const auto ex = encode_examples(
+      tok, parse_tsv("今天很好\t今天很好\n今天天气很好\t今天天气很好\n好\t好\n", "p"), "p");
+  const std::vector<uint32_t> idx = {0, 1, 2};
+  const Batch b = make_batch(ex, idx, tok.vocab().pad_id());
+  const Batch s = slice_rows(b, 1, 3);
+  EXPECT_EQ(s.B, 2);
+  EXPECT_EQ(s.S, b.S);  // padded lengths stay those of the whole batch
+  EXPECT_EQ(s.T, b.T);
+  EXPECT_EQ(s.src, Ids(b.src.begin() + b.S, b.src.end()));
+  EXPECT_EQ(s.labels, Ids(b.labels.begin() + b.T, b.labels.end()));
+  EXPECT_EQ(s.src_len, (Ids{7, 2}));
+  EXPECT_EQ(s.n_label_tokens, 7 + 2);
+  EXPECT_EQ(s.index, (std::vector<uint32_t>{1, 2}));
+  EXPECT_TRUE(s.tokens.empty());
+  const Batch none = slice_rows(b, 3, 3);
+  EXPECT_EQ(none.B, 0);
+  EXPECT_EQ(none.n_label_tokens, 0);
+  EXPECT_THROW(slice_rows(b, 2, 4), Error);
+}
+
+TEST(Batch, ShardRowsCoverTheBatchOnceWithinOneRow) {
+  for (int n = 1; n <= 5; ++n)
+    for (int64_t rows = 0; rows <= 11; ++rows) {
+      int64_t next = 0, lo = rows, hi = 0;
+      for (int r = 0; r < n; ++r) {
+        const auto [begin, end] = shard_rows(rows, r, n);
+        EXPECT_EQ(begin, next);
+        next = end;
+        lo = std::min(lo, end - begin);
+        hi = std::max(hi, end - begin);
+      }
+      EXPECT_EQ(next, rows);
+      EXPECT_LE(hi - lo, 1);
+    }
 }
 
 TEST(Batch, PaddedPairMasksAndLabels) {
