@@ -5,6 +5,7 @@
 # on the small and medium presets, with the copy task. Prints tokens/s, the speed-up over one
 # rank with one thread, and the allreduce figures seqtape train prints: the time a step waits
 # for the gradient sum (the communication that backward did not hide) and its share of the step.
+# First, bench_allreduce times the allreduce alone at bucket sizes up to the medium gradient.
 #
 #   bash bench/bench_mpi.sh [build-dir]      (default: build)
 #
@@ -44,6 +45,8 @@ run() {
 }
 
 echo "seqtape data-parallel bench: $(nproc) cores, $("${MPIRUN[@]}" --version | head -1)"
+echo
+"${MPIRUN[@]}" -np 2 "$BUILD/bench/bench_allreduce"
 rows=()
 for spec in "small 300 64" "medium 40 32"; do
   read -r preset steps batch <<<"$spec"
