@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "autograd/profile.h"
@@ -236,6 +237,11 @@ int run_train(TrainArgs& a) {
       throw UsageError(rank_prefix(*comm) + e.what());
     } catch (const Error& e) {
       throw Error(rank_prefix(*comm) + e.what());
+    } catch (const std::filesystem::filesystem_error& e) {
+      throw Error(rank_prefix(*comm) + e.what());
+    } catch (const std::bad_alloc&) {
+      throw Error(rank_prefix(*comm) +
+                  "out of memory while training (use smaller sizes, or free memory)");
     } catch (const std::exception& e) {
       throw std::runtime_error(rank_prefix(*comm) + e.what());
     }

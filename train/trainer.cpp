@@ -582,20 +582,17 @@ StepStats train_step(Run& run, const TrainOptions& opt, const TrainingLog& tlog)
   // one batch holding them all.
   const auto K = static_cast<size_t>(std::max<int64_t>(1, opt.accum));
   std::vector<Batch> batches;
+  int64_t label_tokens = 0;
+  const int ranks = run.comm->size();
   {
     profile::Scope prof("data");
     for (size_t k = 0; k < K; ++k) batches.push_back(run.loader->next_batch());
-  }
-  int64_t label_tokens = 0;
-  for (const Batch& b : batches) label_tokens += b.n_label_tokens;
-  // With several ranks each trains on its rows of every batch, its loss weighted like one
-  // more micro-batch: summed over the ranks, the gradient is the whole batch's.
-  const int ranks = run.comm->size();
-  if (ranks > 1) {
-    profile::Scope prof("data");
-    for (Batch& b : batches) {
-      const auto [begin, end] = shard_rows(b.B, run.comm->rank(), ranks);
-      b = slice_rows(b, begin, end);
+    for (const Batch& b : batches) label_tokens += b.n_label_tokens;
+    // With several ranks each trains on its rows of every batch, its loss weighted like one
+    // more micro-batch: summed over the ranks, the gradient is the whole batch's.
+    for (size_t k = 0; ranks > 1 && k < K; ++k) {
+      const std::pair<int64_t, int64_t> rows = shard_rows(batches[k].B, run.comm->rank(), ranks);
+      batches[k] = slice_rows(batches[k], rows.first, rows.second);
     }
   }
   for (auto& [n, p] : run.params) p.zero_grad();
