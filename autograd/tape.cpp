@@ -13,15 +13,28 @@ Var::Var(Tensor value, bool requires_grad) : impl_(std::make_shared<VarImpl>()) 
 }
 
 void Var::zero_grad() {
-  if (impl_) impl_->grad = Tensor();
+  if (!impl_) return;
+  if (impl_->grad_pinned)
+    impl_->grad_stale = true;
+  else
+    impl_->grad = Tensor();
 }
 
 Tensor& grad_buffer(VarImpl& v) {
-  if (!v.grad.defined()) v.grad = Tensor::zeros(v.value.shape(), v.value.dtype());
+  if (!v.grad.defined()) {
+    v.grad = Tensor::zeros(v.value.shape(), v.value.dtype());
+  } else if (v.grad_stale) {
+    v.grad.zero();
+    v.grad_stale = false;
+  }
   return v.grad;
 }
 
 bool grad_fresh(VarImpl& v) {
+  if (v.grad_stale) {  // a pinned gradient: written from scratch in place
+    v.grad_stale = false;
+    return true;
+  }
   if (v.grad.defined()) return false;
   v.grad = Tensor::empty(v.value.shape(), v.value.dtype());
   return true;
@@ -44,6 +57,11 @@ void accumulate_grad(VarImpl& v, const Tensor& g, const char* op) {
                  dtype_name(v.value.dtype()) + " value");
   if (!v.grad.defined()) {
     v.grad = g.clone();
+    return;
+  }
+  if (v.grad_stale) {
+    std::memcpy(v.grad.raw(), g.raw(), g.nbytes());
+    v.grad_stale = false;
     return;
   }
   dispatch(g.dtype(), [&](auto tag) {

@@ -32,6 +32,11 @@ struct VarImpl {
   // allreduce while backward goes on (train/grad_reducer.h).
   uint64_t use_generation = 0;
   size_t first_use = 0;
+  // A pinned gradient is a view into a flat gradient buffer (train/flat_params.h) that is kept
+  // across steps: zero_grad() marks it stale instead of dropping it, and the next write treats
+  // it as new (written, not added to), so a stale one is never read as a gradient.
+  bool grad_pinned = false;
+  bool grad_stale = false;
 };
 
 class Var {
@@ -43,7 +48,7 @@ class Var {
   const Tensor& value() const { return impl_->value; }
   Tensor& mutable_value() { return impl_->value; }  // optimizers update parameters in place
   const Tensor& grad() const { return impl_->grad; }
-  bool has_grad() const { return impl_->grad.defined(); }
+  bool has_grad() const { return impl_->grad.defined() && !impl_->grad_stale; }
   bool requires_grad() const { return impl_->requires_grad; }
   void set_requires_grad(bool r) { impl_->requires_grad = r; }
   bool is_leaf() const { return impl_->leaf; }

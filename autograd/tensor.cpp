@@ -220,6 +220,18 @@ Tensor Tensor::reshape(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::view_of(const Tensor& base, int64_t offset, Shape shape) {
+  const int64_t n = shape_numel(shape);
+  if (!base.defined() || offset < 0 || n < 0 || offset + n > base.numel_)
+    fail("view_of", "elements [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                        ") of a tensor of " + std::to_string(base.numel_));
+  Tensor t = base;
+  t.ptr_ = static_cast<char*>(base.ptr_) + static_cast<size_t>(offset) * dtype_size(base.dtype_);
+  t.shape_ = std::move(shape);
+  t.numel_ = n;
+  return t;
+}
+
 Tensor Tensor::clone() const {
   if (!buf_) return Tensor();
   Tensor t = empty(shape_, dtype_);

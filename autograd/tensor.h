@@ -2,7 +2,8 @@
 // Tensor: an N-dimensional, row-major, contiguous array of float32 or float64.
 // Storage is reference counted and comes from a size-bucketed pool, so the per-step
 // allocations of training and decoding reuse the same memory instead of going to malloc.
-// A Tensor never aliases another one with different strides: views are only reshapes.
+// A Tensor never aliases another one with different strides: views are reshapes, or contiguous
+// pieces of one buffer (view_of: parameters and gradients inside one flat buffer).
 
 #include <cstddef>
 #include <cstdint>
@@ -87,6 +88,8 @@ class Tensor {
 
   // Same storage, new shape (element count must match).
   Tensor reshape(Shape shape) const;
+  // Elements [offset, offset + numel(shape)) of base's storage, shared, as a tensor of `shape`.
+  static Tensor view_of(const Tensor& base, int64_t offset, Shape shape);
   Tensor clone() const;
   Tensor to(DType d) const;  // converting copy (a clone when d == dtype())
   void fill(double value);

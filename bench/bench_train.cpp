@@ -20,6 +20,7 @@
 #include "autograd/profile.h"
 #include "bench/bench_util.h"
 #include "nn/loss.h"
+#include "train/flat_params.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 
@@ -82,6 +83,7 @@ double forward_flops(const Cfg& c) {
 struct Setup {
   std::unique_ptr<TransformerModel> model;
   NamedParams params;
+  std::unique_ptr<FlatParams> flat;  // as the trainer has them: one buffer each
   std::unique_ptr<Optimizer> opt;
   Batch batch;
   Rng rng{1};
@@ -91,6 +93,7 @@ Setup make_setup(const Cfg& c) {
   Setup s;
   s.model = make_model(model_config(c));
   s.params = s.model->named_parameters();
+  s.flat = std::make_unique<FlatParams>(s.params);
   s.opt = std::make_unique<Optimizer>(s.params, OptimizerConfig{});
   Rng r(7);
   Batch& b = s.batch;

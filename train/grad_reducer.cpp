@@ -136,6 +136,7 @@ void GradReducer::finish() {
           VarImpl& v = *p.impl();
           if (!v.grad.defined()) v.grad = Tensor::empty(v.value.shape(), v.value.dtype());
           std::memcpy(v.grad.raw(), flat, v.grad.nbytes());
+          v.grad_stale = false;  // a pinned gradient (FlatParams) now holds this step's sum
         } else {
           p.zero_grad();
         }

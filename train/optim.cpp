@@ -6,6 +6,7 @@
 
 #include "autograd/kernels.h"
 #include "autograd/profile.h"
+#include "train/flat_params.h"
 
 namespace seqtape {
 
@@ -33,63 +34,85 @@ std::string optimizer_name(OptimizerKind k) {
 
 Optimizer::Optimizer(NamedParams params, OptimizerConfig cfg)
     : params_(std::move(params)), cfg_(cfg) {
-  for (const auto& named : params_) {
-    const Tensor& value = named.second.value();
-    if (cfg_.kind != OptimizerKind::Sgd) m_.push_back(Tensor::zeros_like(value));
-    if (cfg_.kind == OptimizerKind::Adam || cfg_.kind == OptimizerKind::AdamW)
-      v_.push_back(Tensor::zeros_like(value));
+  // The moments lie back to back in parameter order in one buffer each, like FlatParams' values
+  // and gradients, so that a flat model is updated in one pass.
+  int64_t total = 0;
+  for (const auto& named : params_) total += named.second.numel();
+  const DType dt = params_.empty() ? DType::F32 : params_.front().second.dtype();
+  auto moments = [&](std::vector<Tensor>& into) {
+    const Tensor flat = Tensor::zeros({total}, dt);
+    int64_t off = 0;
+    for (const auto& named : params_) {
+      if (named.second.dtype() != dt) fail("optimizer", "parameters of mixed dtypes");
+      into.push_back(Tensor::view_of(flat, off, named.second.shape()));
+      off += named.second.numel();
+    }
+  };
+  if (cfg_.kind != OptimizerKind::Sgd) moments(m_);
+  if (cfg_.kind == OptimizerKind::Adam || cfg_.kind == OptimizerKind::AdamW) moments(v_);
+}
+
+template <typename T>
+void Optimizer::update(T* w, const T* graw, T* m, T* v, int64_t n, double lr, double grad_scale,
+                       double bc1, double bc2) const {
+  const T gs = static_cast<T>(grad_scale);
+  // The clipping scale is applied as the gradient is read, not in a pass of its own.
+  auto g = [graw, gs](int64_t j) { return graw[j] * gs; };
+  const T l2 = cfg_.kind == OptimizerKind::AdamW ? T(0) : static_cast<T>(cfg_.weight_decay);
+  switch (cfg_.kind) {
+    case OptimizerKind::Sgd:  // W ← W − η·∂L/∂W (the reference's update)
+      for (int64_t j = 0; j < n; ++j) w[j] -= static_cast<T>(lr) * (g(j) + l2 * w[j]);
+      break;
+    case OptimizerKind::Momentum:  // u ← μ·u + g;  W ← W − η·u
+      for (int64_t j = 0; j < n; ++j) {
+        m[j] = static_cast<T>(cfg_.momentum) * m[j] + g(j) + l2 * w[j];
+        w[j] -= static_cast<T>(lr) * m[j];
+      }
+      break;
+    case OptimizerKind::Adam:
+    case OptimizerKind::AdamW: {  // bias-corrected moments; AdamW decays W directly
+      const T b1 = static_cast<T>(cfg_.beta1), b2 = static_cast<T>(cfg_.beta2);
+      const T step = static_cast<T>(lr / bc1), denom_c = static_cast<T>(1 / std::sqrt(bc2));
+      const T decay =
+          cfg_.kind == OptimizerKind::AdamW ? static_cast<T>(lr * cfg_.weight_decay) : T(0);
+      for (int64_t j = 0; j < n; ++j) {
+        T gj = g(j) + l2 * w[j];
+        m[j] = b1 * m[j] + (1 - b1) * gj;
+        v[j] = b2 * v[j] + (1 - b2) * gj * gj;
+        w[j] -= decay * w[j];
+        w[j] -= step * m[j] / (std::sqrt(v[j]) * denom_c + static_cast<T>(cfg_.eps));
+      }
+      break;
+    }
   }
 }
 
 void Optimizer::step(double lr, double grad_scale) {
   profile::Scope prof("optimizer");
   ++t_;
+  if (params_.empty()) return;
   const double bc1 = 1 - std::pow(cfg_.beta1, static_cast<double>(t_));
   const double bc2 = 1 - std::pow(cfg_.beta2, static_cast<double>(t_));
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Var& p = params_[i].second;
-    if (!p.requires_grad() || !p.has_grad()) continue;
-    dispatch(p.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      T* w = p.mutable_value().template data<T>();
-      const T* graw = p.grad().template data<T>();
-      const int64_t n = p.numel();
-      const T gs = static_cast<T>(grad_scale);
-      // The clipping scale is applied as the gradient is read, not in a pass of its own.
-      auto g = [graw, gs](int64_t j) { return graw[j] * gs; };
-      const T l2 = cfg_.kind == OptimizerKind::AdamW ? T(0) : static_cast<T>(cfg_.weight_decay);
-      switch (cfg_.kind) {
-        case OptimizerKind::Sgd:  // W ← W − η·∂L/∂W (the reference's update)
-          for (int64_t j = 0; j < n; ++j) w[j] -= static_cast<T>(lr) * (g(j) + l2 * w[j]);
-          break;
-        case OptimizerKind::Momentum: {  // u ← μ·u + g;  W ← W − η·u
-          T* u = m_[i].template data<T>();
-          for (int64_t j = 0; j < n; ++j) {
-            u[j] = static_cast<T>(cfg_.momentum) * u[j] + g(j) + l2 * w[j];
-            w[j] -= static_cast<T>(lr) * u[j];
-          }
-          break;
-        }
-        case OptimizerKind::Adam:
-        case OptimizerKind::AdamW: {  // bias-corrected moments; AdamW decays W directly
-          T* m = m_[i].template data<T>();
-          T* v = v_[i].template data<T>();
-          const T b1 = static_cast<T>(cfg_.beta1), b2 = static_cast<T>(cfg_.beta2);
-          const T step = static_cast<T>(lr / bc1), denom_c = static_cast<T>(1 / std::sqrt(bc2));
-          const T decay =
-              cfg_.kind == OptimizerKind::AdamW ? static_cast<T>(lr * cfg_.weight_decay) : T(0);
-          for (int64_t j = 0; j < n; ++j) {
-            T gj = g(j) + l2 * w[j];
-            m[j] = b1 * m[j] + (1 - b1) * gj;
-            v[j] = b2 * v[j] + (1 - b2) * gj * gj;
-            w[j] -= decay * w[j];
-            w[j] -= step * m[j] / (std::sqrt(v[j]) * denom_c + static_cast<T>(cfg_.eps));
-          }
-          break;
-        }
-      }
-    });
-  }
+  int64_t nv = 0, ng = 0;
+  const void* wflat = flat_span(params_, false, &nv);
+  const void* gflat = wflat ? flat_span(params_, true, &ng) : nullptr;
+  dispatch(params_.front().second.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    auto moment = [](std::vector<Tensor>& ms, size_t i) {
+      return ms.empty() ? nullptr : ms[i].template data<T>();
+    };
+    if (gflat && ng == nv) {  // one pass over the flat buffers (FlatParams)
+      update<T>(static_cast<T*>(const_cast<void*>(wflat)), static_cast<const T*>(gflat),
+                moment(m_, 0), moment(v_, 0), nv, lr, grad_scale, bc1, bc2);
+      return;
+    }
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Var& p = params_[i].second;
+      if (!p.requires_grad() || !p.has_grad()) continue;
+      update<T>(p.mutable_value().template data<T>(), p.grad().template data<T>(), moment(m_, i),
+                moment(v_, i), p.numel(), lr, grad_scale, bc1, bc2);
+    }
+  });
 }
 
 std::vector<NamedTensor> Optimizer::state() const {

@@ -37,11 +37,15 @@ class Optimizer {
   int64_t steps() const { return t_; }
   const OptimizerConfig& config() const { return cfg_; }
 
+  // m and v: views into one buffer each, in parameter order.
   std::vector<NamedTensor> state() const;
   // Restores state(); every tensor must match a parameter's name and shape.
   void load_state(const std::vector<NamedTensor>& state, int64_t steps);
 
  private:
+  template <typename T>
+  void update(T* w, const T* g, T* m, T* v, int64_t n, double lr, double grad_scale, double bc1,
+              double bc2) const;
   NamedParams params_;
   OptimizerConfig cfg_;
   std::vector<Tensor> m_, v_;  // first moment / momentum buffer, second moment

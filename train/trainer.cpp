@@ -21,6 +21,7 @@
 #include "nn/memory_budget.h"
 #include "train/checkpoint.h"
 #include "train/envelope.h"
+#include "train/flat_params.h"
 #include "train/model_io.h"
 #include "train/run_dir.h"
 #include "train/signals.h"
@@ -51,6 +52,7 @@ struct Run {
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<TransformerModel> model;
   NamedParams params;
+  std::unique_ptr<FlatParams> flat;  // the parameters' values and gradients, one buffer each
   OptimizerConfig ocfg;
   std::unique_ptr<Optimizer> optimizer;
   Rng rng;  // dropout
@@ -238,6 +240,7 @@ void make_model_and_optimizer(const TrainOptions& opt, Run& run) {
   run.model = make_model(run.cfg, opt.dtype);
   run.model->set_training(true);
   run.params = run.model->named_parameters();
+  run.flat = std::make_unique<FlatParams>(run.params);
   run.ocfg = opt.optim;
   if (run.resuming) run.ocfg.kind = parse_optimizer(run.resumed.optimizer_name);
   run.optimizer = std::make_unique<Optimizer>(run.params, run.ocfg);

@@ -128,12 +128,10 @@ TEST_F(NumericalFaults, NaNGradientRejectsThatStepNamingTheParameter) {
     o.overwrite = true;  // the second pass replaces the first pass's run in the same --out
     o.before_backward = [](int64_t step, TransformerModel& m) {
       if (step == 5) {
-        // zero_grad dropped the gradient; give it one holding a NaN, which backward adds to.
+        // zero_grad left no gradient; give it one holding a NaN, which backward adds to.
         Var p = m.parameter("decoder.layers.0.ffn.w2");
         ASSERT_FALSE(p.has_grad());
-        Tensor g = Tensor::zeros(p.shape(), p.dtype());
-        g.set(1, kNaN);
-        p.impl()->grad = g;
+        grad_buffer(*p.impl()).set(1, kNaN);
       }
     };
     const std::string msg = train_expecting_error(o);
