@@ -19,6 +19,7 @@
 #include <immintrin.h>
 #define SEQTAPE_ROWWISE_X86 1
 #define SEQTAPE_X86_TARGET(isa) __attribute__((target(isa)))
+#define SEQTAPE_INLINE inline __attribute__((always_inline))
 #endif
 
 namespace seqtape::kernels {
@@ -54,6 +55,26 @@ SEQTAPE_X86_TARGET("avx2,fma") inline float reduce8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
 }
 
+// The halves of p and q added: [lo(p) + hi(p) | lo(q) + hi(q)] (lanes u + u + 4 of each).
+SEQTAPE_X86_TARGET("avx2,fma") SEQTAPE_INLINE __m256 add_halves(__m256 p, __m256 q) {
+  return _mm256_add_ps(_mm256_permute2f128_ps(p, q, 0x20), _mm256_permute2f128_ps(p, q, 0x31));
+}
+
+// reduce8 of 8 registers at once, out[i] = reduce8(a[i]): the same adds, across registers.
+SEQTAPE_X86_TARGET("avx2,fma") SEQTAPE_INLINE void reduce8x8(const __m256* a, float* out) {
+  const __m256 h01 = add_halves(a[0], a[1]), h23 = add_halves(a[2], a[3]),
+               h45 = add_halves(a[4], a[5]), h67 = add_halves(a[6], a[7]);
+  // q0 = h0 + h2, q1 = h1 + h3: [q(a0), q(a2) | q(a1), q(a3)], [q(a4), q(a6) | q(a5), q(a7)]
+  const __m256 g0 = _mm256_add_ps(_mm256_shuffle_ps(h01, h23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(h01, h23, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 g1 = _mm256_add_ps(_mm256_shuffle_ps(h45, h67, _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(h45, h67, _MM_SHUFFLE(3, 2, 3, 2)));
+  // q0 + q1: [r0, r2, r4, r6 | r1, r3, r5, r7], then into order
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(g0, g1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(g0, g1, _MM_SHUFFLE(3, 1, 3, 1)));
+  _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
 namespace avx2 {
 #define SEQTAPE_RW_TARGET "avx2,fma"
 #define SEQTAPE_RW_VEC __m256
@@ -62,6 +83,7 @@ namespace avx2 {
 #define SEQTAPE_RW_LOAD(p) _mm256_loadu_ps(p)
 #define SEQTAPE_RW_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define SEQTAPE_RW_REDUCE(v) reduce8(v)
+#define SEQTAPE_RW_REDUCE8X8(a, out) reduce8x8(a, out)
 #define SEQTAPE_RW_ROWS 4
 #define SEQTAPE_RW_COLS 3
 #include "autograd/kernels_rowwise.inc"
@@ -74,6 +96,37 @@ SEQTAPE_X86_TARGET("avx512f,avx2,fma") inline float reduce16(__m512 v) {
   return reduce8(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
 }
 
+// All 16 lanes: the zero-masked forms of the shuffles (GCC 12's unmasked ones start from an
+// undefined register, which -Wuninitialized reports).
+constexpr __mmask16 kAll16 = 0xFFFF;
+
+// Quarters 0 + 2 and 1 + 3 of p, then of q: [b(p) | b(q)], b = lanes u + u + 8.
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE __m512 fold16(__m512 p, __m512 q) {
+  return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll16, p, q, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_maskz_shuffle_f32x4(kAll16, p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// reduce16 of 8 registers at once, out[i] = reduce16(a[i]): the same adds, across registers.
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE void reduce16x8(const __m512* a, float* out) {
+  const __m512 b01 = fold16(a[0], a[1]), b23 = fold16(a[2], a[3]), b45 = fold16(a[4], a[5]),
+               b67 = fold16(a[6], a[7]);
+  // h = b lanes u + u + 4, one 128-bit lane per register: [h(a0) | h(a1) | h(a2) | h(a3)], ...
+  const __m512 h03 =
+      _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll16, b01, b23, _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_maskz_shuffle_f32x4(kAll16, b01, b23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 h47 =
+      _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll16, b45, b67, _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_maskz_shuffle_f32x4(kAll16, b45, b67, _MM_SHUFFLE(3, 1, 3, 1)));
+  // q0 = h0 + h2, q1 = h1 + h3: 128-bit lane L holds q(aL), q(aL+4)
+  const __m512 q =
+      _mm512_add_ps(_mm512_maskz_shuffle_ps(kAll16, h03, h47, _MM_SHUFFLE(1, 0, 1, 0)),
+                    _mm512_maskz_shuffle_ps(kAll16, h03, h47, _MM_SHUFFLE(3, 2, 3, 2)));
+  // q0 + q1: r(aL) at float 4L, r(aL+4) at 4L + 2; then into order
+  const __m512 r = _mm512_add_ps(q, _mm512_maskz_shuffle_ps(kAll16, q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  _mm512_mask_storeu_ps(out, 0x00FF, _mm512_maskz_permutexvar_ps(kAll16, order, r));  // 8 floats
+}
+
 namespace avx512 {
 #define SEQTAPE_RW_TARGET "avx512f,avx2,fma"
 #define SEQTAPE_RW_VEC __m512
@@ -82,8 +135,9 @@ namespace avx512 {
 #define SEQTAPE_RW_LOAD(p) _mm512_loadu_ps(p)
 #define SEQTAPE_RW_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define SEQTAPE_RW_REDUCE(v) reduce16(v)
-#define SEQTAPE_RW_ROWS 4
-#define SEQTAPE_RW_COLS 4
+#define SEQTAPE_RW_REDUCE8X8(a, out) reduce16x8(a, out)
+#define SEQTAPE_RW_ROWS 3
+#define SEQTAPE_RW_COLS 8
 #include "autograd/kernels_rowwise.inc"
 }  // namespace avx512
 
