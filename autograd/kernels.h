@@ -38,6 +38,12 @@ void mat_vec(int64_t m, int64_t k, T alpha, const T* a, int64_t lda, const T* x,
 void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                      int64_t ldw, float* y, int64_t ldy);
 const char* gemm_nt_rowwise_path();
+// Threads a big gemm_nt_rowwise call (2·M·N·K >= 2^21) splits its outputs over: n > 0 sets it,
+// 0 (the default) follows the BLAS thread count (blas_num_threads(), OPENBLAS_NUM_THREADS),
+// capped at the hardware's. An output is summed by one thread in the order above, so the count
+// never changes a result.
+void gemm_nt_rowwise_set_threads(int n);
+int gemm_nt_rowwise_threads();
 
 // Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
 // zeros. In place is allowed (y == x).

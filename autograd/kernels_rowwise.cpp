@@ -9,9 +9,19 @@
 // how one is summed. The path (W = 16 with AVX-512, 8 with AVX2 + FMA, 8 portable) is chosen
 // once per process from the CPU, so every call of a process sums the same way.
 //
+// Threads: a call big enough (kSplitFlops) splits its outputs into chunks of a multiple of 8
+// that the caller and persistent helper threads claim one at a time; an output is computed by
+// exactly one thread with the block code above, so threads never change a bit.
+//
 // Dimension key: M rows of X, N outputs (rows of W), K the shared inner dimension.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "autograd/kernels.h"
 
@@ -157,15 +167,157 @@ Path path() {
 #endif
 }
 
-}  // namespace
-
-void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
-                     int64_t ldw, float* y, int64_t ldy) {
+void rowwise_serial(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                    int64_t ldw, float* y, int64_t ldy) {
 #ifdef SEQTAPE_ROWWISE_X86
   if (path() == Path::Avx512) return avx512::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
   if (path() == Path::Avx2) return avx2::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
 #endif
   rowwise_portable(m, n, k, x, ldx, w, ldw, y, ldy);
+}
+
+// Calls below this many FLOPs (2·M·N·K) stay on the calling thread: a one-row decoder step's
+// matrices (0.13-0.5 MFLOP, a few µs) would spend more on waking a helper than they save.
+constexpr double kSplitFlops = 2097152.0;  // 2^21
+
+inline void cpu_relax() {
+#ifdef SEQTAPE_ROWWISE_X86
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Helper threads for the big calls. One call at a time: a second caller meanwhile runs alone.
+// The caller publishes a job as a ticket (generation, helpers taking part, chunk count, next
+// chunk) and claims chunks itself; a helper claims only chunks of a ticket's own generation, so
+// a late helper cannot take a chunk of a later job, and reads the job only after a successful
+// claim, while the caller still waits for that chunk. Helpers spin for kSpin after their last
+// chunk (a decoder step's calls come tens of µs apart), then sleep until the next job.
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_.store(true);
+    }
+    cv_.notify_all();
+    for (std::thread& t : helpers_) t.join();
+  }
+
+  // Runs the call on up to `threads` threads; false when another call holds the pool.
+  bool run(int threads, int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx,
+           const float* w, int64_t ldw, float* y, int64_t ldy) {
+    if (busy_.exchange(true, std::memory_order_acquire)) return false;
+    while (static_cast<int>(helpers_.size()) < threads - 1) {
+      const int index = static_cast<int>(helpers_.size());
+      helpers_.emplace_back([this, index] { helper_loop(index); });
+    }
+    // Chunks of a multiple of 8 outputs, about four per thread.
+    const int64_t per = std::max<int64_t>(8, (n / (4 * threads) + 7) / 8 * 8);
+    const int64_t chunks = (n + per - 1) / per;
+    job_ = {m, n, k, x, ldx, w, ldw, y, ldy, per};
+    finished_.store(0, std::memory_order_relaxed);
+    const uint64_t ticket = ++gen_ << 32 | uint64_t(threads - 1) << 24 | uint64_t(chunks) << 12;
+    ticket_.store(ticket);  // (seq_cst with the load of sleeping_: see helper_loop)
+    if (sleeping_.load() > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    }
+    work(ticket >> 32);
+    while (finished_.load(std::memory_order_acquire) < chunks) cpu_relax();
+    busy_.store(false, std::memory_order_release);
+    return true;
+  }
+
+  static constexpr int kMaxThreads = 64;  // helpers taking part fit 8 bits; chunks, 12
+
+ private:
+  struct Job {
+    int64_t m, n, k;
+    const float* x;
+    int64_t ldx;
+    const float* w;
+    int64_t ldw;
+    float* y;
+    int64_t ldy, per;
+  };
+  static constexpr auto kSpin = std::chrono::microseconds(200);
+
+  // Claims and computes chunks of generation `gen` until none is left.
+  void work(uint64_t gen) {
+    uint64_t t = ticket_.load(std::memory_order_acquire);
+    for (;;) {
+      const uint64_t next = t & 0xfff, chunks = t >> 12 & 0xfff;
+      if (t >> 32 != gen || next >= chunks) return;
+      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+      const Job j = job_;  // gen's job: its caller waits for this chunk
+      const int64_t o = int64_t(next) * j.per, cnt = std::min(j.per, j.n - o);
+      rowwise_serial(j.m, cnt, j.k, j.x, j.ldx, j.w + o * j.ldw, j.ldw, j.y + o, j.ldy);
+      finished_.fetch_add(1, std::memory_order_acq_rel);
+      t = ticket_.load(std::memory_order_acquire);
+    }
+  }
+
+  // Helper `index` takes part in the jobs that ask for more than `index` helpers.
+  void helper_loop(int index) {
+    uint64_t seen = ticket_.load() >> 32;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const auto idle = std::chrono::steady_clock::now();
+      uint64_t t = ticket_.load(std::memory_order_acquire);
+      for (int spin = 1; t >> 32 == seen && !stop_.load(std::memory_order_relaxed); ++spin) {
+        if (spin % 256 == 0 && std::chrono::steady_clock::now() - idle > kSpin) {
+          // Sleep. The caller stores the ticket, then reads sleeping_; this raises sleeping_,
+          // then reads the ticket (both seq_cst): one of the two sees the other.
+          std::unique_lock<std::mutex> lock(mu_);
+          sleeping_.fetch_add(1);
+          cv_.wait(lock, [&] { return stop_.load() || ticket_.load() >> 32 != seen; });
+          sleeping_.fetch_sub(1);
+        } else {
+          cpu_relax();
+        }
+        t = ticket_.load(std::memory_order_acquire);
+      }
+      if (stop_.load(std::memory_order_relaxed)) return;
+      seen = t >> 32;
+      if (int64_t(t >> 24 & 0xff) > index) work(seen);
+    }
+  }
+
+  std::atomic<bool> busy_{false}, stop_{false};
+  std::atomic<uint64_t> ticket_{0};  // generation << 32 | helpers << 24 | chunks << 12 | next
+  std::atomic<int64_t> finished_{0};
+  std::atomic<int> sleeping_{0};
+  uint64_t gen_ = 0;  // the caller's (under busy_)
+  Job job_{};
+  std::vector<std::thread> helpers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+std::atomic<int> g_threads{0};  // gemm_nt_rowwise_set_threads; 0: the BLAS thread count
+
+}  // namespace
+
+int gemm_nt_rowwise_threads() {
+  const int set = g_threads.load(std::memory_order_relaxed);
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(set > 0 ? set : blas_num_threads(), 1, std::min(hw, Pool::kMaxThreads));
+}
+
+void gemm_nt_rowwise_set_threads(int n) {
+  g_threads.store(std::max(0, n), std::memory_order_relaxed);
+}
+
+void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                     int64_t ldw, float* y, int64_t ldy) {
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  if (flops >= kSplitFlops && n >= 16) {
+    const int threads = gemm_nt_rowwise_threads();
+    static Pool pool;
+    if (threads > 1 && pool.run(threads, m, n, k, x, ldx, w, ldw, y, ldy)) return;
+  }
+  rowwise_serial(m, n, k, x, ldx, w, ldw, y, ldy);
 }
 
 const char* gemm_nt_rowwise_path() {
