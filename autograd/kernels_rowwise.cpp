@@ -19,6 +19,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -154,13 +156,20 @@ namespace avx512 {
 #endif  // SEQTAPE_ROWWISE_X86
 
 // The widest path this CPU has, chosen once: 16 lanes (AVX-512), 8 (AVX2 + FMA), or portable.
+// SEQTAPE_ROWWISE_PATH=avx2 or =portable asks for a narrower one (tests run every path on one
+// machine); a wider one than the CPU has is never taken.
 enum class Path { Portable, Avx2, Avx512 };
 Path path() {
 #ifdef SEQTAPE_ROWWISE_X86
-  static const Path p = __builtin_cpu_supports("avx512f") ? Path::Avx512
-                        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                            ? Path::Avx2
-                            : Path::Portable;
+  static const Path p = [] {
+    Path best = __builtin_cpu_supports("avx512f")                                 ? Path::Avx512
+                : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Path::Avx2
+                                                                                  : Path::Portable;
+    const char* want = std::getenv("SEQTAPE_ROWWISE_PATH");
+    if (want && std::strcmp(want, "avx2") == 0) best = std::min(best, Path::Avx2);
+    if (want && std::strcmp(want, "portable") == 0) best = Path::Portable;
+    return best;
+  }();
   return p;
 #else
   return Path::Portable;

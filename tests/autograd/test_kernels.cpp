@@ -1,11 +1,15 @@
 // The gemv kernels against a plain double-precision loop: vec_mat (x·W, W [K, N]) and mat_vec
 // (A·x, A [M, K] with a row stride). Both must give the same product over a matrix and its
-// transpose. And gemm_nt_rowwise, the decoder's kernel on the Decode layout: right, and each
-// row independent of the batch it is computed in.
+// transpose. And gemm_nt_rowwise, the decoder's kernel on the Decode layout: right, each row
+// independent of the batch it is computed in, summed in exactly the documented order of the path
+// in use, and the same bits on any number of threads.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/kernels.h"
@@ -52,7 +56,7 @@ TEST(Kernels, GemvMatchesLoopInBothLayoutsDouble) {
 
 // gemm_nt_rowwise against a double loop, and row independence: every row of a batch of M rows is
 // bit for bit the row computed alone (M = 1), for K below, at and above the 8-lane width, N
-// around the blockings (1, 3, 8 outputs at a time) and M around the 4-row groups and the
+// around the blockings (1, 3, 8 outputs at a time) and M around the 3- and 4-row groups and the
 // 64-row panels. Strides wider than the rows.
 TEST(Kernels, RowwiseGemmRowsAreIndependentOfTheBatch) {
   for (int64_t K : {4, 8, 13, 64, 259})
@@ -86,6 +90,94 @@ TEST(Kernels, RowwiseGemmRowsAreIndependentOfTheBatch) {
                 << "K " << K << " N " << N << " m " << m << " row " << i;
       }
     }
+}
+
+// The documented order of the path in use (kernels_rowwise.cpp), written out one output at a
+// time: W lanes (16 with AVX-512, else 8), lane u summing x·w over columns p + u in increasing p
+// (fused multiply-add except on the portable path), lanes u + 8 folded in, then
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), then the K mod W tail in increasing p.
+float rowwise_reference(int64_t k, const float* x, const float* w) {
+  const std::string path = kernels::gemm_nt_rowwise_path();
+  const bool fused = path != "portable";
+  const int lanes = path == "avx512" ? 16 : 8;
+  float a[16] = {};
+  const auto madd = [fused](float p, float q, float acc) {
+    if (fused) return std::fma(p, q, acc);
+    volatile float prod = p * q;  // rounded on its own, as the portable path does
+    return acc + prod;
+  };
+  int64_t p = 0;
+  for (; p + lanes <= k; p += lanes)
+    for (int u = 0; u < lanes; ++u) a[u] = madd(x[p + u], w[p + u], a[u]);
+  if (lanes == 16)
+    for (int u = 0; u < 8; ++u) a[u] = a[u] + a[u + 8];
+  float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  for (; p < k; ++p) s = madd(x[p], w[p], s);
+  return s;
+}
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+// Every output, bit for bit, against the order written out above: M around the row groups (3 or
+// 4 rows, pairs), N around the 8-output blocks, K below, at and above the lane widths; on one
+// thread and on several (the larger shapes are big enough to be split).
+TEST(Kernels, RowwiseGemmSumsInTheDocumentedOrder) {
+  for (int threads : {1, 2, 3}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    for (int64_t K : {5, 16, 37, 256})
+      for (int64_t N : {3, 8, 19, 264})
+        for (int64_t M : {1, 2, 3, 4, 7, 32, 67}) {
+          const int64_t ldx = K + 1, ldw = K + 3, ldy = N + 1;
+          const std::vector<float> x = filled<float>(M * ldx, 0.29),
+                                   w = filled<float>(N * ldw, 0.07);
+          std::vector<float> y(static_cast<size_t>(M * ldy), -3.f);
+          kernels::gemm_nt_rowwise(M, N, K, x.data(), ldx, w.data(), ldw, y.data(), ldy);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              const float want = rowwise_reference(K, x.data() + i * ldx, w.data() + j * ldw);
+              ASSERT_TRUE(same_bits(y[size_t(i * ldy + j)], want))
+                  << kernels::gemm_nt_rowwise_path() << " threads " << threads << " K " << K
+                  << " N " << N << " M " << M << " row " << i << " out " << j << ": "
+                  << y[size_t(i * ldy + j)] << " vs " << want;
+            }
+        }
+  }
+  kernels::gemm_nt_rowwise_set_threads(0);
+}
+
+// A call big enough to be split over threads (2·M·N·K >= 2^21) gives the same bits on 1, 2 and
+// 4 threads, and while another thread makes calls of its own at the same time (one of the two
+// then runs alone).
+TEST(Kernels, RowwiseGemmThreadsDoNotChangeBits) {
+  const int64_t M = 32, N = 1000, K = 264;
+  const std::vector<float> x = filled<float>(M * K, 0.41), w = filled<float>(N * K, 0.05);
+  const auto run = [&] {
+    std::vector<float> y(static_cast<size_t>(M * N));
+    kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, y.data(), N);
+    return y;
+  };
+  kernels::gemm_nt_rowwise_set_threads(1);
+  EXPECT_EQ(kernels::gemm_nt_rowwise_threads(), 1);
+  const std::vector<float> one = run();
+  for (int threads : {2, 4}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    EXPECT_EQ(std::memcmp(run().data(), one.data(), one.size() * sizeof(float)), 0)
+        << threads << " threads";
+  }
+  kernels::gemm_nt_rowwise_set_threads(2);
+  bool other_same = true;
+  std::thread other([&] {
+    for (int i = 0; i < 20; ++i)
+      other_same = other_same && std::memcmp(run().data(), one.data(), one.size() * 4) == 0;
+  });
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(std::memcmp(run().data(), one.data(), one.size() * sizeof(float)), 0) << "call " << i;
+  other.join();
+  EXPECT_TRUE(other_same);
+  kernels::gemm_nt_rowwise_set_threads(0);
+  EXPECT_GE(kernels::gemm_nt_rowwise_threads(), 1);
 }
 
 }  // namespace
