@@ -93,6 +93,8 @@ namespace avx2 {
 #define SEQTAPE_RW_LANES 8
 #define SEQTAPE_RW_ZERO() _mm256_setzero_ps()
 #define SEQTAPE_RW_LOAD(p) _mm256_loadu_ps(p)
+#define SEQTAPE_RW_STORE(p, v) _mm256_storeu_ps(p, v)
+#define SEQTAPE_RW_SET1(f) _mm256_set1_ps(f)
 #define SEQTAPE_RW_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define SEQTAPE_RW_REDUCE(v) reduce8(v)
 #define SEQTAPE_RW_REDUCE8X8(a, out) reduce8x8(a, out)
@@ -145,6 +147,8 @@ namespace avx512 {
 #define SEQTAPE_RW_LANES 16
 #define SEQTAPE_RW_ZERO() _mm512_setzero_ps()
 #define SEQTAPE_RW_LOAD(p) _mm512_loadu_ps(p)
+#define SEQTAPE_RW_STORE(p, v) _mm512_storeu_ps(p, v)
+#define SEQTAPE_RW_SET1(f) _mm512_set1_ps(f)
 #define SEQTAPE_RW_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define SEQTAPE_RW_REDUCE(v) reduce16(v)
 #define SEQTAPE_RW_REDUCE8X8(a, out) reduce16x8(a, out)
@@ -327,6 +331,23 @@ void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
     if (threads > 1 && pool.run(threads, m, n, k, x, ldx, w, ldw, y, ldy)) return;
   }
   rowwise_serial(m, n, k, x, ldx, w, ldw, y, ldy);
+}
+
+void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,
+                   int64_t ldv, float* y, int64_t ldy) {
+#ifdef SEQTAPE_ROWWISE_X86
+  if (path() == Path::Avx512) return avx512::weighted(m, j, d, s, lds, v, ldv, y, ldy);
+  if (path() == Path::Avx2) return avx2::weighted(m, j, d, s, lds, v, ldv, y, ldy);
+#endif
+  for (int64_t i = 0; i < m; ++i) {
+    float* yi = y + i * ldy;
+    for (int64_t c = 0; c < d; ++c) yi[c] = 0.f;
+    for (int64_t t = 0; t < j; ++t) {
+      const float a = s[i * lds + t];
+      const float* vt = v + t * ldv;
+      for (int64_t c = 0; c < d; ++c) yi[c] += a * vt[c];
+    }
+  }
 }
 
 const char* gemm_nt_rowwise_path() {

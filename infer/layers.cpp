@@ -73,11 +73,10 @@ void attend(const BlockShape& d, const AttentionGroup& g, const float* q, float*
     const float* qh = q + h * Dh;
     const float* kh = g.k + h * g.head_stride;
     const float* vh = g.v + h * g.head_stride;
-    // scores [Nq, Nk] = q_h·k_hᵀ, then ·scale as the training op does. Also for one query: a
-    // gemm with M = 1 sums each dot product in the order the recompute's gemm does, so cached
-    // and uncached scores agree to the bit (an sgemv differs by an ulp, which large logits
-    // amplify past 1e-5).
-    kernels::gemm<float>(false, true, n, nk, Dh, 1.f, qh, C, kh, g.row_stride, 0.f, s, nk);
+    // scores [Nq, Nk] = q_h·k_hᵀ, then ·scale as the training op does. Each score summed over
+    // Dh alone (gemm_nt_rowwise), so a query's scores do not depend on how many queries share
+    // the call: cached (one query) and uncached (every position) scores agree to the bit.
+    kernels::gemm_nt_rowwise(n, nk, Dh, qh, C, kh, g.row_stride, s, nk);
     for (int64_t i = 0; i < n * nk; ++i) s[i] *= scale;
     if (g.append)  // causal: query t is the (nk − n + t)-th position
       for (int64_t t = 0; t < n; ++t)
@@ -91,12 +90,8 @@ void attend(const BlockShape& d, const AttentionGroup& g, const float* q, float*
       e.weights = s;
       observer(e);
     }
-    // ctx_h [Nq, Dh] = weights [Nq, Nk]·v_h [Nk, Dh]
-    if (n == 1 && g.row_stride == Dh)
-      kernels::vec_mat<float>(nk, Dh, 1.f, s, vh, 0.f, ctx + h * Dh);
-    else
-      kernels::gemm<float>(false, false, n, Dh, nk, 1.f, s, nk, vh, g.row_stride, 0.f, ctx + h * Dh,
-                           C);
+    // ctx_h [Nq, Dh] = weights [Nq, Nk]·v_h [Nk, Dh], each query alone
+    kernels::weighted_rows(n, nk, Dh, s, nk, vh, g.row_stride, ctx + h * Dh, C);
   }
 }
 

@@ -180,5 +180,42 @@ TEST(Kernels, RowwiseGemmThreadsDoNotChangeBits) {
   EXPECT_GE(kernels::gemm_nt_rowwise_threads(), 1);
 }
 
+// weighted_rows (the attention context): each output bit for bit the sum over j in increasing j
+// (fused on the vector paths), whatever M, and so each row the same alone as in a batch; D
+// around the vector widths, strides wider than the rows.
+TEST(Kernels, WeightedRowsSumInIncreasingJ) {
+  const bool fused = std::string(kernels::gemm_nt_rowwise_path()) != "portable";
+  for (int64_t J : {1, 7, 33})
+    for (int64_t D : {3, 16, 64, 100}) {
+      const int64_t M = 5, lds = J + 2, ldv = D + 3, ldy = D + 1;
+      const std::vector<float> s = filled<float>(M * lds, 0.23), v = filled<float>(J * ldv, 0.19);
+      std::vector<float> y(static_cast<size_t>(M * ldy), -5.f);
+      kernels::weighted_rows(M, J, D, s.data(), lds, v.data(), ldv, y.data(), ldy);
+      for (int64_t i = 0; i < M; ++i) {
+        std::vector<float> one(static_cast<size_t>(D));
+        kernels::weighted_rows(1, J, D, s.data() + i * lds, lds, v.data(), ldv, one.data(), D);
+        for (int64_t c = 0; c < D; ++c) {
+          float want = 0.f;
+          for (int64_t t = 0; t < J; ++t) {
+            const float a = s[size_t(i * lds + t)], b = v[size_t(t * ldv + c)];
+            if (fused) {
+              want = std::fma(a, b, want);
+            } else {
+              volatile float prod = a * b;
+              want = want + prod;
+            }
+          }
+          const float got = y[size_t(i * ldy + c)];
+          ASSERT_TRUE(same_bits(got, want)) << "J " << J << " D " << D << " row " << i << " col "
+                                            << c << ": " << got << " vs " << want;
+          ASSERT_TRUE(same_bits(got, one[size_t(c)])) << "J " << J << " D " << D << " row " << i;
+        }
+        if (D < ldy) {
+          ASSERT_EQ(y[size_t(i * ldy + D)], -5.f) << "wrote past the row";
+        }
+      }
+    }
+}
+
 }  // namespace
 }  // namespace seqtape
