@@ -52,6 +52,18 @@ void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds,
 void gemm_nt_rowwise_set_threads(int n);
 int gemm_nt_rowwise_threads();
 
+// task(ctx, c) for every c in [0, chunks), on the threads gemm_nt_rowwise uses (this one among
+// them; gemm_nt_rowwise_threads()), each chunk wholly on one thread; returns when all are done.
+// Serial when one thread is set or another call is running on them. Tasks must not depend on
+// which thread runs them or in what order (a chunk may itself call gemm_nt_rowwise: that call
+// then runs on its own thread).
+void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx);
+template <typename F>
+void parallel_for(int64_t chunks, F& f) {
+  parallel_chunks(
+      chunks, [](void* p, int64_t c) { (*static_cast<F*>(p))(c); }, &f);
+}
+
 // Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
 // zeros. In place is allowed (y == x).
 template <typename T>

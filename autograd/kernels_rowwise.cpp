@@ -218,18 +218,15 @@ class Pool {
     for (std::thread& t : helpers_) t.join();
   }
 
-  // Runs the call on up to `threads` threads; false when another call holds the pool.
-  bool run(int threads, int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx,
-           const float* w, int64_t ldw, float* y, int64_t ldy) {
+  // Runs task(ctx, c) for every c < chunks on up to `threads` threads (this one included),
+  // each chunk on one thread; false, with nothing run, when another call holds the pool.
+  bool run(int threads, int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
     if (busy_.exchange(true, std::memory_order_acquire)) return false;
     while (static_cast<int>(helpers_.size()) < threads - 1) {
       const int index = static_cast<int>(helpers_.size());
       helpers_.emplace_back([this, index] { helper_loop(index); });
     }
-    // Chunks of a multiple of 8 outputs, about four per thread.
-    const int64_t per = std::max<int64_t>(8, (n / (4 * threads) + 7) / 8 * 8);
-    const int64_t chunks = (n + per - 1) / per;
-    job_ = {m, n, k, x, ldx, w, ldw, y, ldy, per};
+    job_ = {task, ctx};
     finished_.store(0, std::memory_order_relaxed);
     const uint64_t ticket = ++gen_ << 32 | uint64_t(threads - 1) << 24 | uint64_t(chunks) << 12;
     ticket_.store(ticket);  // (seq_cst with the load of sleeping_: see helper_loop)
@@ -243,17 +240,13 @@ class Pool {
     return true;
   }
 
-  static constexpr int kMaxThreads = 64;  // helpers taking part fit 8 bits; chunks, 12
+  static constexpr int kMaxThreads = 64;       // helpers taking part fit 8 bits
+  static constexpr int64_t kMaxChunks = 4095;  // chunks, 12
 
  private:
   struct Job {
-    int64_t m, n, k;
-    const float* x;
-    int64_t ldx;
-    const float* w;
-    int64_t ldw;
-    float* y;
-    int64_t ldy, per;
+    void (*task)(void*, int64_t);
+    void* ctx;
   };
   static constexpr auto kSpin = std::chrono::microseconds(200);
 
@@ -265,8 +258,7 @@ class Pool {
       if (t >> 32 != gen || next >= chunks) return;
       if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
       const Job j = job_;  // gen's job: its caller waits for this chunk
-      const int64_t o = int64_t(next) * j.per, cnt = std::min(j.per, j.n - o);
-      rowwise_serial(j.m, cnt, j.k, j.x, j.ldx, j.w + o * j.ldw, j.ldw, j.y + o, j.ldy);
+      j.task(j.ctx, int64_t(next));
       finished_.fetch_add(1, std::memory_order_acq_rel);
       t = ticket_.load(std::memory_order_acquire);
     }
@@ -310,7 +302,34 @@ class Pool {
 
 std::atomic<int> g_threads{0};  // gemm_nt_rowwise_set_threads; 0: the BLAS thread count
 
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+// One gemm_nt_rowwise call split into chunks of `per` outputs.
+struct RowwiseJob {
+  int64_t m, n, k;
+  const float* x;
+  int64_t ldx;
+  const float* w;
+  int64_t ldw;
+  float* y;
+  int64_t ldy, per;
+  static void chunk(void* p, int64_t c) {
+    const RowwiseJob& j = *static_cast<const RowwiseJob*>(p);
+    const int64_t o = c * j.per, cnt = std::min(j.per, j.n - o);
+    rowwise_serial(j.m, cnt, j.k, j.x, j.ldx, j.w + o * j.ldw, j.ldw, j.y + o, j.ldy);
+  }
+};
+
 }  // namespace
+
+void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
+  const int threads = chunks > 1 ? gemm_nt_rowwise_threads() : 1;
+  if (threads > 1 && chunks <= Pool::kMaxChunks && pool().run(threads, chunks, task, ctx)) return;
+  for (int64_t c = 0; c < chunks; ++c) task(ctx, c);
+}
 
 int gemm_nt_rowwise_threads() {
   const int set = g_threads.load(std::memory_order_relaxed);
@@ -327,8 +346,12 @@ void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
   const double flops = 2.0 * double(m) * double(n) * double(k);
   if (flops >= kSplitFlops && n >= 16) {
     const int threads = gemm_nt_rowwise_threads();
-    static Pool pool;
-    if (threads > 1 && pool.run(threads, m, n, k, x, ldx, w, ldw, y, ldy)) return;
+    if (threads > 1) {
+      // Chunks of a multiple of 8 outputs, about four per thread.
+      const int64_t per = std::max<int64_t>(8, (n / (4 * threads) + 7) / 8 * 8);
+      RowwiseJob job{m, n, k, x, ldx, w, ldw, y, ldy, per};
+      if (pool().run(threads, (n + per - 1) / per, RowwiseJob::chunk, &job)) return;
+    }
   }
   rowwise_serial(m, n, k, x, ldx, w, ldw, y, ldy);
 }
