@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -215,6 +216,38 @@ TEST(Kernels, WeightedRowsSumInIncreasingJ) {
         }
       }
     }
+}
+
+// parallel_for runs every chunk exactly once, on 1 or 2 threads, also when a chunk itself makes
+// a gemm_nt_rowwise call big enough to be split (that call then runs on its chunk's thread).
+TEST(Kernels, ParallelForRunsEveryChunkOnce) {
+  const int64_t M = 8, N = 512, K = 256;  // 2·M·N·K = 2^21: a splittable call
+  const std::vector<float> x = filled<float>(M * K, 0.3), w = filled<float>(N * K, 0.02);
+  std::vector<float> want(static_cast<size_t>(M * N));
+  kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, want.data(), N);
+  for (int threads : {1, 2}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    for (int64_t chunks : {1, 2, 7, 100}) {
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(chunks));
+      std::vector<std::vector<float>> ys(static_cast<size_t>(chunks));
+      auto task = [&](int64_t c) {
+        runs[size_t(c)].fetch_add(1);
+        if (c % 3 != 0) return;
+        ys[size_t(c)].resize(size_t(M * N));
+        kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, ys[size_t(c)].data(), N);
+      };
+      kernels::parallel_for(chunks, task);
+      for (int64_t c = 0; c < chunks; ++c) {
+        EXPECT_EQ(runs[size_t(c)].load(), 1)
+            << threads << " threads, chunk " << c << " of " << chunks;
+        if (c % 3 == 0) {
+          EXPECT_EQ(std::memcmp(ys[size_t(c)].data(), want.data(), want.size() * sizeof(float)), 0)
+              << threads << " threads, chunk " << c;
+        }
+      }
+    }
+  }
+  kernels::gemm_nt_rowwise_set_threads(0);
 }
 
 }  // namespace
