@@ -45,7 +45,7 @@ const char* gemm_nt_rowwise_path();
 // call spends more on packing than on the product.
 void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,
                    int64_t ldv, float* y, int64_t ldy);
-// Threads a big gemm_nt_rowwise call (2·M·N·K >= 2^21) splits its outputs over: n > 0 sets it,
+// Threads a big gemm_nt_rowwise call (2·M·N·K >= 2^20) splits its outputs over: n > 0 sets it,
 // 0 (the default) follows the BLAS thread count (blas_num_threads(), OPENBLAS_NUM_THREADS),
 // capped at the hardware's. An output is summed by one thread in the order above, so the count
 // never changes a result.

@@ -191,7 +191,7 @@ void rowwise_serial(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx
 
 // Calls below this many FLOPs (2·M·N·K) stay on the calling thread: a one-row decoder step's
 // matrices (0.13-0.5 MFLOP, a few µs) would spend more on waking a helper than they save.
-constexpr double kSplitFlops = 2097152.0;  // 2^21
+constexpr double kSplitFlops = 1048576.0;  // 2^20
 
 inline void cpu_relax() {
 #ifdef SEQTAPE_ROWWISE_X86

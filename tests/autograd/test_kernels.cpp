@@ -148,7 +148,7 @@ TEST(Kernels, RowwiseGemmSumsInTheDocumentedOrder) {
   kernels::gemm_nt_rowwise_set_threads(0);
 }
 
-// A call big enough to be split over threads (2·M·N·K >= 2^21) gives the same bits on 1, 2 and
+// A call big enough to be split over threads (2·M·N·K >= 2^20) gives the same bits on 1, 2 and
 // 4 threads, and while another thread makes calls of its own at the same time (one of the two
 // then runs alone).
 TEST(Kernels, RowwiseGemmThreadsDoNotChangeBits) {
@@ -221,7 +221,7 @@ TEST(Kernels, WeightedRowsSumInIncreasingJ) {
 // parallel_for runs every chunk exactly once, on 1 or 2 threads, also when a chunk itself makes
 // a gemm_nt_rowwise call big enough to be split (that call then runs on its chunk's thread).
 TEST(Kernels, ParallelForRunsEveryChunkOnce) {
-  const int64_t M = 8, N = 512, K = 256;  // 2·M·N·K = 2^21: a splittable call
+  const int64_t M = 8, N = 512, K = 256;  // 2·M·N·K = 2^21: a splittable call (>= 2^20)
   const std::vector<float> x = filled<float>(M * K, 0.3), w = filled<float>(N * K, 0.02);
   std::vector<float> want(static_cast<size_t>(M * N));
   kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, want.data(), N);
