@@ -7,11 +7,13 @@
 // lane u when W = 16; the tail adds x[i, p]·w[j, p] for the last K mod W columns in increasing
 // p. Blocking several rows and outputs only changes which (i, j) are computed together, never
 // how one is summed. The path (W = 16 with AVX-512, 8 with AVX2 + FMA, 8 portable) is chosen
-// once per process from the CPU, so every call of a process sums the same way.
+// once per process from the CPU (or SEQTAPE_ROWWISE_PATH), so every call of a process sums the
+// same way. weighted_rows (attention's context) lives here too, on the same paths.
 //
 // Threads: a call big enough (kSplitFlops) splits its outputs into chunks of a multiple of 8
 // that the caller and persistent helper threads claim one at a time; an output is computed by
-// exactly one thread with the block code above, so threads never change a bit.
+// exactly one thread with the block code above, so threads never change a bit. The same
+// helpers run parallel_chunks() for other row-independent work (the decoder's attention).
 //
 // Dimension key: M rows of X, N outputs (rows of W), K the shared inner dimension.
 #include <algorithm>
