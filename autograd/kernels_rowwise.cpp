@@ -154,8 +154,8 @@ namespace avx512 {
 #define SEQTAPE_RW_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define SEQTAPE_RW_REDUCE(v) reduce16(v)
 #define SEQTAPE_RW_REDUCE8X8(a, out) reduce16x8(a, out)
-#define SEQTAPE_RW_ROWS 3
-#define SEQTAPE_RW_COLS 8
+#define SEQTAPE_RW_ROWS 4
+#define SEQTAPE_RW_COLS 4
 #include "autograd/kernels_rowwise.inc"
 }  // namespace avx512
 
@@ -207,8 +207,8 @@ inline void cpu_relax() {
 // The caller publishes a job as a ticket (generation, helpers taking part, chunk count, next
 // chunk) and claims chunks itself; a helper claims only chunks of a ticket's own generation, so
 // a late helper cannot take a chunk of a later job, and reads the job only after a successful
-// claim, while the caller still waits for that chunk. Helpers spin for kSpin after their last
-// chunk (a decoder step's calls come tens of µs apart), then sleep until the next job.
+// claim, while the caller still waits for that chunk. Helpers poll (yielding) for kSpin after their
+// last chunk (a decoder step's calls come tens of µs apart), then sleep until the next job.
 class Pool {
  public:
   ~Pool() {
@@ -237,7 +237,13 @@ class Pool {
       cv_.notify_all();
     }
     work(ticket >> 32);
-    while (finished_.load(std::memory_order_acquire) < chunks) cpu_relax();
+    // The helpers' last chunks: pause a little, then yield, so that a helper preempted on a
+    // busy machine can run here instead of waiting for its own core.
+    for (int spin = 0; finished_.load(std::memory_order_acquire) < chunks; ++spin)
+      if (spin < kPauses)
+        cpu_relax();
+      else
+        std::this_thread::yield();
     busy_.store(false, std::memory_order_release);
     return true;
   }
@@ -251,6 +257,7 @@ class Pool {
     void* ctx;
   };
   static constexpr auto kSpin = std::chrono::microseconds(200);
+  static constexpr int kPauses = 2000;  // about 10-50 µs of pauses before the caller yields
 
   // Claims and computes chunks of generation `gen` until none is left.
   void work(uint64_t gen) {
@@ -273,7 +280,7 @@ class Pool {
       const auto idle = std::chrono::steady_clock::now();
       uint64_t t = ticket_.load(std::memory_order_acquire);
       for (int spin = 1; t >> 32 == seen && !stop_.load(std::memory_order_relaxed); ++spin) {
-        if (spin % 256 == 0 && std::chrono::steady_clock::now() - idle > kSpin) {
+        if (spin % 64 == 0 && std::chrono::steady_clock::now() - idle > kSpin) {
           // Sleep. The caller stores the ticket, then reads sleeping_; this raises sleeping_,
           // then reads the ticket (both seq_cst): one of the two sees the other.
           std::unique_lock<std::mutex> lock(mu_);
@@ -281,7 +288,8 @@ class Pool {
           cv_.wait(lock, [&] { return stop_.load() || ticket_.load() >> 32 != seen; });
           sleeping_.fetch_sub(1);
         } else {
-          cpu_relax();
+          std::this_thread::yield();  // (not a pause: on a busy machine the caller may need the
+                                      // core)
         }
         t = ticket_.load(std::memory_order_acquire);
       }
@@ -335,7 +343,8 @@ void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
 
 int gemm_nt_rowwise_threads() {
   const int set = g_threads.load(std::memory_order_relaxed);
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // (hardware_concurrency reads /sys on every call: once is enough)
+  static const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::clamp(set > 0 ? set : blas_num_threads(), 1, std::min(hw, Pool::kMaxThreads));
 }
 

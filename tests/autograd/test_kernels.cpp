@@ -121,9 +121,9 @@ bool same_bits(float a, float b) {
   return std::memcmp(&a, &b, sizeof(float)) == 0;
 }
 
-// Every output, bit for bit, against the order written out above: M around the row groups (3 or
-// 4 rows, pairs), N around the 8-output blocks, K below, at and above the lane widths; on one
-// thread and on several (the larger shapes are big enough to be split).
+// Every output, bit for bit, against the order written out above: M around the row groups (4
+// rows, then pairs or single rows), N around the 8-output blocks, K below, at and above the lane
+// widths; on one thread and on several (the larger shapes are big enough to be split).
 TEST(Kernels, RowwiseGemmSumsInTheDocumentedOrder) {
   for (int threads : {1, 2, 3}) {
     kernels::gemm_nt_rowwise_set_threads(threads);
