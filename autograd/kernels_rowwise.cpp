@@ -122,8 +122,9 @@ SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE __m512 fold16(__m512 p, __
                        _mm512_maskz_shuffle_f32x4(kAll16, p, q, _MM_SHUFFLE(3, 2, 3, 2)));
 }
 
-// reduce16 of 8 registers at once, out[i] = reduce16(a[i]): the same adds, across registers.
-SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE void reduce16x8(const __m512* a, float* out) {
+// reduce16 of 8 registers at once, unordered: reduce16(a[L]) at float 4L, reduce16(a[L + 4]) at
+// float 4L + 2 (L < 4).
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE __m512 reduce16x8_spread(const __m512* a) {
   const __m512 b01 = fold16(a[0], a[1]), b23 = fold16(a[2], a[3]), b45 = fold16(a[4], a[5]),
                b67 = fold16(a[6], a[7]);
   // h = b lanes u + u + 4, one 128-bit lane per register: [h(a0) | h(a1) | h(a2) | h(a3)], ...
@@ -137,10 +138,26 @@ SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE void reduce16x8(const __m5
   const __m512 q =
       _mm512_add_ps(_mm512_maskz_shuffle_ps(kAll16, h03, h47, _MM_SHUFFLE(1, 0, 1, 0)),
                     _mm512_maskz_shuffle_ps(kAll16, h03, h47, _MM_SHUFFLE(3, 2, 3, 2)));
-  // q0 + q1: r(aL) at float 4L, r(aL+4) at 4L + 2; then into order
+  // q0 + q1: r(aL) at float 4L, r(aL+4) at 4L + 2
   const __m512 r = _mm512_add_ps(q, _mm512_maskz_shuffle_ps(kAll16, q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+  return r;
+}
+
+// reduce16 of 8 registers at once, out[i] = reduce16(a[i]): the same adds, across registers.
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE void reduce16x8(const __m512* a, float* out) {
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 r = reduce16x8_spread(a);
   _mm512_mask_storeu_ps(out, 0x00FF, _mm512_maskz_permutexvar_ps(kAll16, order, r));  // 8 floats
+}
+
+// The same for two rows of 4 accumulators: y0[c] = reduce16(a[c]), y1[c] = reduce16(a[4 + c]).
+SEQTAPE_X86_TARGET("avx512f,avx2,fma")
+SEQTAPE_INLINE void reduce16x4x2(const __m512* a, float* y0, float* y1) {
+  const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i second = _mm512_setr_epi32(2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 r = reduce16x8_spread(a);
+  _mm512_mask_storeu_ps(y0, 0x000F, _mm512_maskz_permutexvar_ps(kAll16, first, r));
+  _mm512_mask_storeu_ps(y1, 0x000F, _mm512_maskz_permutexvar_ps(kAll16, second, r));
 }
 
 namespace avx512 {
@@ -154,6 +171,7 @@ namespace avx512 {
 #define SEQTAPE_RW_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define SEQTAPE_RW_REDUCE(v) reduce16(v)
 #define SEQTAPE_RW_REDUCE8X8(a, out) reduce16x8(a, out)
+#define SEQTAPE_RW_REDUCE4X2(a, y0, y1) reduce16x4x2(a, y0, y1)
 #define SEQTAPE_RW_ROWS 4
 #define SEQTAPE_RW_COLS 4
 #include "autograd/kernels_rowwise.inc"
