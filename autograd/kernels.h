@@ -38,6 +38,31 @@ void mat_vec(int64_t m, int64_t k, T alpha, const T* a, int64_t lda, const T* x,
 void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                      int64_t ldw, float* y, int64_t ldy);
 const char* gemm_nt_rowwise_path();
+// Y[M, D] = S·V with S [M, J] (row stride lds) and V [J, D] (row stride ldv): each output
+// y[i, d] = Σ_j s[i, j]·v[j, d] in increasing j (fused multiply-adds on the AVX2 and AVX-512
+// paths, multiply then add on the portable one), one row at a time, so a row's bits depend on
+// J alone. The attention context of a few queries (the decoder's one per row), where a BLAS
+// call spends more on packing than on the product.
+void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,
+                   int64_t ldv, float* y, int64_t ldy);
+// Threads a big gemm_nt_rowwise call (2·M·N·K >= 2^20) splits its outputs over: n > 0 sets it,
+// 0 (the default) follows the BLAS thread count (blas_num_threads(), OPENBLAS_NUM_THREADS),
+// capped at the hardware's. An output is summed by one thread in the order above, so the count
+// never changes a result.
+void gemm_nt_rowwise_set_threads(int n);
+int gemm_nt_rowwise_threads();
+
+// task(ctx, c) for every c in [0, chunks), on the threads gemm_nt_rowwise uses (this one among
+// them; gemm_nt_rowwise_threads()), each chunk wholly on one thread; returns when all are done.
+// Serial when one thread is set or another call is running on them. Tasks must not depend on
+// which thread runs them or in what order (a chunk may itself call gemm_nt_rowwise: that call
+// then runs on its own thread).
+void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx);
+template <typename F>
+void parallel_for(int64_t chunks, F& f) {
+  parallel_chunks(
+      chunks, [](void* p, int64_t c) { (*static_cast<F*>(p))(c); }, &f);
+}
 
 // Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
 // zeros. In place is allowed (y == x).

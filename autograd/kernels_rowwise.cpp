@@ -7,11 +7,25 @@
 // lane u when W = 16; the tail adds x[i, p]·w[j, p] for the last K mod W columns in increasing
 // p. Blocking several rows and outputs only changes which (i, j) are computed together, never
 // how one is summed. The path (W = 16 with AVX-512, 8 with AVX2 + FMA, 8 portable) is chosen
-// once per process from the CPU, so every call of a process sums the same way.
+// once per process from the CPU (or SEQTAPE_ROWWISE_PATH), so every call of a process sums the
+// same way. weighted_rows (attention's context) lives here too, on the same paths.
+//
+// Threads: a call big enough (kSplitFlops) splits its outputs into chunks of a multiple of 8
+// that the caller and persistent helper threads claim one at a time; an output is computed by
+// exactly one thread with the block code above, so threads never change a bit. The same
+// helpers run parallel_chunks() for other row-independent work (the decoder's attention).
 //
 // Dimension key: M rows of X, N outputs (rows of W), K the shared inner dimension.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "autograd/kernels.h"
 
@@ -19,6 +33,7 @@
 #include <immintrin.h>
 #define SEQTAPE_ROWWISE_X86 1
 #define SEQTAPE_X86_TARGET(isa) __attribute__((target(isa)))
+#define SEQTAPE_INLINE inline __attribute__((always_inline))
 #endif
 
 namespace seqtape::kernels {
@@ -54,14 +69,37 @@ SEQTAPE_X86_TARGET("avx2,fma") inline float reduce8(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
 }
 
+// The halves of p and q added: [lo(p) + hi(p) | lo(q) + hi(q)] (lanes u + u + 4 of each).
+SEQTAPE_X86_TARGET("avx2,fma") SEQTAPE_INLINE __m256 add_halves(__m256 p, __m256 q) {
+  return _mm256_add_ps(_mm256_permute2f128_ps(p, q, 0x20), _mm256_permute2f128_ps(p, q, 0x31));
+}
+
+// reduce8 of 8 registers at once, out[i] = reduce8(a[i]): the same adds, across registers.
+SEQTAPE_X86_TARGET("avx2,fma") SEQTAPE_INLINE void reduce8x8(const __m256* a, float* out) {
+  const __m256 h01 = add_halves(a[0], a[1]), h23 = add_halves(a[2], a[3]),
+               h45 = add_halves(a[4], a[5]), h67 = add_halves(a[6], a[7]);
+  // q0 = h0 + h2, q1 = h1 + h3: [q(a0), q(a2) | q(a1), q(a3)], [q(a4), q(a6) | q(a5), q(a7)]
+  const __m256 g0 = _mm256_add_ps(_mm256_shuffle_ps(h01, h23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(h01, h23, _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 g1 = _mm256_add_ps(_mm256_shuffle_ps(h45, h67, _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(h45, h67, _MM_SHUFFLE(3, 2, 3, 2)));
+  // q0 + q1: [r0, r2, r4, r6 | r1, r3, r5, r7], then into order
+  const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(g0, g1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(g0, g1, _MM_SHUFFLE(3, 1, 3, 1)));
+  _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
 namespace avx2 {
 #define SEQTAPE_RW_TARGET "avx2,fma"
 #define SEQTAPE_RW_VEC __m256
 #define SEQTAPE_RW_LANES 8
 #define SEQTAPE_RW_ZERO() _mm256_setzero_ps()
 #define SEQTAPE_RW_LOAD(p) _mm256_loadu_ps(p)
+#define SEQTAPE_RW_STORE(p, v) _mm256_storeu_ps(p, v)
+#define SEQTAPE_RW_SET1(f) _mm256_set1_ps(f)
 #define SEQTAPE_RW_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define SEQTAPE_RW_REDUCE(v) reduce8(v)
+#define SEQTAPE_RW_REDUCE8X8(a, out) reduce8x8(a, out)
 #define SEQTAPE_RW_ROWS 4
 #define SEQTAPE_RW_COLS 3
 #include "autograd/kernels_rowwise.inc"
@@ -74,14 +112,66 @@ SEQTAPE_X86_TARGET("avx512f,avx2,fma") inline float reduce16(__m512 v) {
   return reduce8(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
 }
 
+// All 16 lanes: the zero-masked forms of the shuffles (GCC 12's unmasked ones start from an
+// undefined register, which -Wuninitialized reports).
+constexpr __mmask16 kAll16 = 0xFFFF;
+
+// Quarters 0 + 2 and 1 + 3 of p, then of q: [b(p) | b(q)], b = lanes u + u + 8.
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE __m512 fold16(__m512 p, __m512 q) {
+  return _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll16, p, q, _MM_SHUFFLE(1, 0, 1, 0)),
+                       _mm512_maskz_shuffle_f32x4(kAll16, p, q, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// reduce16 of 8 registers at once, unordered: reduce16(a[L]) at float 4L, reduce16(a[L + 4]) at
+// float 4L + 2 (L < 4).
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE __m512 reduce16x8_spread(const __m512* a) {
+  const __m512 b01 = fold16(a[0], a[1]), b23 = fold16(a[2], a[3]), b45 = fold16(a[4], a[5]),
+               b67 = fold16(a[6], a[7]);
+  // h = b lanes u + u + 4, one 128-bit lane per register: [h(a0) | h(a1) | h(a2) | h(a3)], ...
+  const __m512 h03 =
+      _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll16, b01, b23, _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_maskz_shuffle_f32x4(kAll16, b01, b23, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 h47 =
+      _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll16, b45, b67, _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_maskz_shuffle_f32x4(kAll16, b45, b67, _MM_SHUFFLE(3, 1, 3, 1)));
+  // q0 = h0 + h2, q1 = h1 + h3: 128-bit lane L holds q(aL), q(aL+4)
+  const __m512 q =
+      _mm512_add_ps(_mm512_maskz_shuffle_ps(kAll16, h03, h47, _MM_SHUFFLE(1, 0, 1, 0)),
+                    _mm512_maskz_shuffle_ps(kAll16, h03, h47, _MM_SHUFFLE(3, 2, 3, 2)));
+  // q0 + q1: r(aL) at float 4L, r(aL+4) at 4L + 2
+  const __m512 r = _mm512_add_ps(q, _mm512_maskz_shuffle_ps(kAll16, q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+  return r;
+}
+
+// reduce16 of 8 registers at once, out[i] = reduce16(a[i]): the same adds, across registers.
+SEQTAPE_X86_TARGET("avx512f,avx2,fma") SEQTAPE_INLINE void reduce16x8(const __m512* a, float* out) {
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 r = reduce16x8_spread(a);
+  _mm512_mask_storeu_ps(out, 0x00FF, _mm512_maskz_permutexvar_ps(kAll16, order, r));  // 8 floats
+}
+
+// The same for two rows of 4 accumulators: y0[c] = reduce16(a[c]), y1[c] = reduce16(a[4 + c]).
+SEQTAPE_X86_TARGET("avx512f,avx2,fma")
+SEQTAPE_INLINE void reduce16x4x2(const __m512* a, float* y0, float* y1) {
+  const __m512i first = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i second = _mm512_setr_epi32(2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 r = reduce16x8_spread(a);
+  _mm512_mask_storeu_ps(y0, 0x000F, _mm512_maskz_permutexvar_ps(kAll16, first, r));
+  _mm512_mask_storeu_ps(y1, 0x000F, _mm512_maskz_permutexvar_ps(kAll16, second, r));
+}
+
 namespace avx512 {
 #define SEQTAPE_RW_TARGET "avx512f,avx2,fma"
 #define SEQTAPE_RW_VEC __m512
 #define SEQTAPE_RW_LANES 16
 #define SEQTAPE_RW_ZERO() _mm512_setzero_ps()
 #define SEQTAPE_RW_LOAD(p) _mm512_loadu_ps(p)
+#define SEQTAPE_RW_STORE(p, v) _mm512_storeu_ps(p, v)
+#define SEQTAPE_RW_SET1(f) _mm512_set1_ps(f)
 #define SEQTAPE_RW_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define SEQTAPE_RW_REDUCE(v) reduce16(v)
+#define SEQTAPE_RW_REDUCE8X8(a, out) reduce16x8(a, out)
+#define SEQTAPE_RW_REDUCE4X2(a, y0, y1) reduce16x4x2(a, y0, y1)
 #define SEQTAPE_RW_ROWS 4
 #define SEQTAPE_RW_COLS 4
 #include "autograd/kernels_rowwise.inc"
@@ -90,28 +180,226 @@ namespace avx512 {
 #endif  // SEQTAPE_ROWWISE_X86
 
 // The widest path this CPU has, chosen once: 16 lanes (AVX-512), 8 (AVX2 + FMA), or portable.
+// SEQTAPE_ROWWISE_PATH=avx2 or =portable asks for a narrower one (tests run every path on one
+// machine); a wider one than the CPU has is never taken.
 enum class Path { Portable, Avx2, Avx512 };
 Path path() {
 #ifdef SEQTAPE_ROWWISE_X86
-  static const Path p = __builtin_cpu_supports("avx512f") ? Path::Avx512
-                        : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                            ? Path::Avx2
-                            : Path::Portable;
+  static const Path p = [] {
+    Path best = __builtin_cpu_supports("avx512f")                                 ? Path::Avx512
+                : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Path::Avx2
+                                                                                  : Path::Portable;
+    const char* want = std::getenv("SEQTAPE_ROWWISE_PATH");
+    if (want && std::strcmp(want, "avx2") == 0) best = std::min(best, Path::Avx2);
+    if (want && std::strcmp(want, "portable") == 0) best = Path::Portable;
+    return best;
+  }();
   return p;
 #else
   return Path::Portable;
 #endif
 }
 
-}  // namespace
-
-void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
-                     int64_t ldw, float* y, int64_t ldy) {
+void rowwise_serial(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                    int64_t ldw, float* y, int64_t ldy) {
 #ifdef SEQTAPE_ROWWISE_X86
   if (path() == Path::Avx512) return avx512::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
   if (path() == Path::Avx2) return avx2::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
 #endif
   rowwise_portable(m, n, k, x, ldx, w, ldw, y, ldy);
+}
+
+// Calls below this many FLOPs (2·M·N·K) stay on the calling thread: a one-row decoder step's
+// matrices (0.13-0.5 MFLOP, a few µs) would spend more on waking a helper than they save.
+constexpr double kSplitFlops = 1048576.0;  // 2^20
+
+inline void cpu_relax() {
+#ifdef SEQTAPE_ROWWISE_X86
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Helper threads for the big calls. One call at a time: a second caller meanwhile runs alone.
+// The caller publishes a job as a ticket (generation, helpers taking part, chunk count, next
+// chunk) and claims chunks itself; a helper claims only chunks of a ticket's own generation, so
+// a late helper cannot take a chunk of a later job, and reads the job only after a successful
+// claim, while the caller still waits for that chunk. Helpers poll (yielding) for kSpin after their
+// last chunk (a decoder step's calls come tens of µs apart), then sleep until the next job.
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_.store(true);
+    }
+    cv_.notify_all();
+    for (std::thread& t : helpers_) t.join();
+  }
+
+  // Runs task(ctx, c) for every c < chunks on up to `threads` threads (this one included),
+  // each chunk on one thread; false, with nothing run, when another call holds the pool.
+  bool run(int threads, int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
+    if (busy_.exchange(true, std::memory_order_acquire)) return false;
+    while (static_cast<int>(helpers_.size()) < threads - 1) {
+      const int index = static_cast<int>(helpers_.size());
+      helpers_.emplace_back([this, index] { helper_loop(index); });
+    }
+    job_ = {task, ctx};
+    finished_.store(0, std::memory_order_relaxed);
+    const uint64_t ticket = ++gen_ << 32 | uint64_t(threads - 1) << 24 | uint64_t(chunks) << 12;
+    ticket_.store(ticket);  // (seq_cst with the load of sleeping_: see helper_loop)
+    if (sleeping_.load() > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    }
+    work(ticket >> 32);
+    // The helpers' last chunks: pause a little, then yield, so that a helper preempted on a
+    // busy machine can run here instead of waiting for its own core.
+    for (int spin = 0; finished_.load(std::memory_order_acquire) < chunks; ++spin)
+      if (spin < kPauses)
+        cpu_relax();
+      else
+        std::this_thread::yield();
+    busy_.store(false, std::memory_order_release);
+    return true;
+  }
+
+  static constexpr int kMaxThreads = 64;       // helpers taking part fit 8 bits
+  static constexpr int64_t kMaxChunks = 4095;  // chunks, 12
+
+ private:
+  struct Job {
+    void (*task)(void*, int64_t);
+    void* ctx;
+  };
+  static constexpr auto kSpin = std::chrono::microseconds(200);
+  static constexpr int kPauses = 2000;  // about 10-50 µs of pauses before the caller yields
+
+  // Claims and computes chunks of generation `gen` until none is left.
+  void work(uint64_t gen) {
+    uint64_t t = ticket_.load(std::memory_order_acquire);
+    for (;;) {
+      const uint64_t next = t & 0xfff, chunks = t >> 12 & 0xfff;
+      if (t >> 32 != gen || next >= chunks) return;
+      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) continue;
+      const Job j = job_;  // gen's job: its caller waits for this chunk
+      j.task(j.ctx, int64_t(next));
+      finished_.fetch_add(1, std::memory_order_acq_rel);
+      t = ticket_.load(std::memory_order_acquire);
+    }
+  }
+
+  // Helper `index` takes part in the jobs that ask for more than `index` helpers.
+  void helper_loop(int index) {
+    uint64_t seen = ticket_.load() >> 32;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const auto idle = std::chrono::steady_clock::now();
+      uint64_t t = ticket_.load(std::memory_order_acquire);
+      for (int spin = 1; t >> 32 == seen && !stop_.load(std::memory_order_relaxed); ++spin) {
+        if (spin % 64 == 0 && std::chrono::steady_clock::now() - idle > kSpin) {
+          // Sleep. The caller stores the ticket, then reads sleeping_; this raises sleeping_,
+          // then reads the ticket (both seq_cst): one of the two sees the other.
+          std::unique_lock<std::mutex> lock(mu_);
+          sleeping_.fetch_add(1);
+          cv_.wait(lock, [&] { return stop_.load() || ticket_.load() >> 32 != seen; });
+          sleeping_.fetch_sub(1);
+        } else {
+          std::this_thread::yield();  // (not a pause: on a busy machine the caller may need the
+                                      // core)
+        }
+        t = ticket_.load(std::memory_order_acquire);
+      }
+      if (stop_.load(std::memory_order_relaxed)) return;
+      seen = t >> 32;
+      if (int64_t(t >> 24 & 0xff) > index) work(seen);
+    }
+  }
+
+  std::atomic<bool> busy_{false}, stop_{false};
+  std::atomic<uint64_t> ticket_{0};  // generation << 32 | helpers << 24 | chunks << 12 | next
+  std::atomic<int64_t> finished_{0};
+  std::atomic<int> sleeping_{0};
+  uint64_t gen_ = 0;  // the caller's (under busy_)
+  Job job_{};
+  std::vector<std::thread> helpers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+std::atomic<int> g_threads{0};  // gemm_nt_rowwise_set_threads; 0: the BLAS thread count
+
+Pool& pool() {
+  static Pool p;
+  return p;
+}
+
+// One gemm_nt_rowwise call split into chunks of `per` outputs.
+struct RowwiseJob {
+  int64_t m, n, k;
+  const float* x;
+  int64_t ldx;
+  const float* w;
+  int64_t ldw;
+  float* y;
+  int64_t ldy, per;
+  static void chunk(void* p, int64_t c) {
+    const RowwiseJob& j = *static_cast<const RowwiseJob*>(p);
+    const int64_t o = c * j.per, cnt = std::min(j.per, j.n - o);
+    rowwise_serial(j.m, cnt, j.k, j.x, j.ldx, j.w + o * j.ldw, j.ldw, j.y + o, j.ldy);
+  }
+};
+
+}  // namespace
+
+void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
+  const int threads = chunks > 1 ? gemm_nt_rowwise_threads() : 1;
+  if (threads > 1 && chunks <= Pool::kMaxChunks && pool().run(threads, chunks, task, ctx)) return;
+  for (int64_t c = 0; c < chunks; ++c) task(ctx, c);
+}
+
+int gemm_nt_rowwise_threads() {
+  const int set = g_threads.load(std::memory_order_relaxed);
+  // (hardware_concurrency reads /sys on every call: once is enough)
+  static const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(set > 0 ? set : blas_num_threads(), 1, std::min(hw, Pool::kMaxThreads));
+}
+
+void gemm_nt_rowwise_set_threads(int n) {
+  g_threads.store(std::max(0, n), std::memory_order_relaxed);
+}
+
+void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                     int64_t ldw, float* y, int64_t ldy) {
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  if (flops >= kSplitFlops && n >= 16) {
+    const int threads = gemm_nt_rowwise_threads();
+    if (threads > 1) {
+      // Chunks of a multiple of 8 outputs, about four per thread.
+      const int64_t per = std::max<int64_t>(8, (n / (4 * threads) + 7) / 8 * 8);
+      RowwiseJob job{m, n, k, x, ldx, w, ldw, y, ldy, per};
+      if (pool().run(threads, (n + per - 1) / per, RowwiseJob::chunk, &job)) return;
+    }
+  }
+  rowwise_serial(m, n, k, x, ldx, w, ldw, y, ldy);
+}
+
+void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,
+                   int64_t ldv, float* y, int64_t ldy) {
+#ifdef SEQTAPE_ROWWISE_X86
+  if (path() == Path::Avx512) return avx512::weighted(m, j, d, s, lds, v, ldv, y, ldy);
+  if (path() == Path::Avx2) return avx2::weighted(m, j, d, s, lds, v, ldv, y, ldy);
+#endif
+  for (int64_t i = 0; i < m; ++i) {
+    float* yi = y + i * ldy;
+    for (int64_t c = 0; c < d; ++c) yi[c] = 0.f;
+    for (int64_t t = 0; t < j; ++t) {
+      const float a = s[i * lds + t];
+      const float* vt = v + t * ldv;
+      for (int64_t c = 0; c < d; ++c) yi[c] += a * vt[c];
+    }
+  }
 }
 
 const char* gemm_nt_rowwise_path() {

@@ -421,8 +421,12 @@ void print_layouts(const bench::RatioReporter& rep) {
 void print_batches(const bench::RatioReporter& rep) {
   const std::string b1 = batch_name(1);
   if (!rep.has(b1)) return;
-  std::printf("\nBatched greedy, medium, %lld inputs x %lld new tokens (same run)\n",
-              static_cast<long long>(kBatchInputs), static_cast<long long>(kBatchNew));
+  std::printf(
+      "\nBatched greedy, medium, %lld inputs x %lld new tokens (same run; gemm_nt_rowwise %s on "
+      "%d threads, BLAS on %d)\n",
+      static_cast<long long>(kBatchInputs), static_cast<long long>(kBatchNew),
+      kernels::gemm_nt_rowwise_path(), kernels::gemm_nt_rowwise_threads(),
+      kernels::blas_num_threads());
   std::printf("%6s %12s %12s %10s %10s %10s %10s %8s %8s %11s\n", "batch", "sentences/s",
               "tokens/s", "vs batch1", "GFLOP/s", "all GF/s", "BLAS GF/s", "BLAS%", "all%",
               "kernel GF/s");

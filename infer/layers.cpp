@@ -4,15 +4,20 @@
 // one group, Nk keys of one group.
 #include "infer/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "autograd/kernels.h"
 
 namespace seqtape {
 
 namespace {
+
+// Attention of several groups below this many FLOPs (scores and context) stays on one thread.
+constexpr double kParallelAttentionFlops = 131072.0;  // 2^17
 
 kernels::Act act_of(Activation a) {
   switch (a) {
@@ -73,11 +78,10 @@ void attend(const BlockShape& d, const AttentionGroup& g, const float* q, float*
     const float* qh = q + h * Dh;
     const float* kh = g.k + h * g.head_stride;
     const float* vh = g.v + h * g.head_stride;
-    // scores [Nq, Nk] = q_h·k_hᵀ, then ·scale as the training op does. Also for one query: a
-    // gemm with M = 1 sums each dot product in the order the recompute's gemm does, so cached
-    // and uncached scores agree to the bit (an sgemv differs by an ulp, which large logits
-    // amplify past 1e-5).
-    kernels::gemm<float>(false, true, n, nk, Dh, 1.f, qh, C, kh, g.row_stride, 0.f, s, nk);
+    // scores [Nq, Nk] = q_h·k_hᵀ, then ·scale as the training op does. Each score summed over
+    // Dh alone (gemm_nt_rowwise), so a query's scores do not depend on how many queries share
+    // the call: cached (one query) and uncached (every position) scores agree to the bit.
+    kernels::gemm_nt_rowwise(n, nk, Dh, qh, C, kh, g.row_stride, s, nk);
     for (int64_t i = 0; i < n * nk; ++i) s[i] *= scale;
     if (g.append)  // causal: query t is the (nk − n + t)-th position
       for (int64_t t = 0; t < n; ++t)
@@ -91,12 +95,8 @@ void attend(const BlockShape& d, const AttentionGroup& g, const float* q, float*
       e.weights = s;
       observer(e);
     }
-    // ctx_h [Nq, Dh] = weights [Nq, Nk]·v_h [Nk, Dh]
-    if (n == 1 && g.row_stride == Dh)
-      kernels::vec_mat<float>(nk, Dh, 1.f, s, vh, 0.f, ctx + h * Dh);
-    else
-      kernels::gemm<float>(false, false, n, Dh, nk, 1.f, s, nk, vh, g.row_stride, 0.f, ctx + h * Dh,
-                           C);
+    // ctx_h [Nq, Dh] = weights [Nq, Nk]·v_h [Nk, Dh], each query alone
+    kernels::weighted_rows(n, nk, Dh, s, nk, vh, g.row_stride, ctx + h * Dh, C);
   }
 }
 
@@ -141,9 +141,33 @@ void attention_block(const BlockShape& d, const AttnParams& w, const NormParams&
     linear(a_in, N, C, C, w.wk, w.bk, s.k, d.out_in);
     linear(a_in, N, C, C, w.wv, w.bv, s.v, d.out_in);
   }
+  // The groups are independent (their own queries, keys and ctx rows): split over the threads
+  // gemm_nt_rowwise uses when there are several and enough work, each chunk with its own score
+  // scratch; in order on this thread when traced (the observer sees them one by one).
+  double work = 0;
+  int64_t most = 0;
   for (const AttentionGroup& g : groups) {
-    if (g.append) append_keys(d, g, s.k, s.v);
-    attend(d, g, s.q, s.ctx, s.scores, observer);
+    work += 4.0 * double(g.count) * double(g.n_keys) * double(C);
+    most = std::max(most, g.count * g.n_keys);
+  }
+  const auto n_groups = static_cast<int64_t>(groups.size());
+  if (observer || n_groups < 2 || work < kParallelAttentionFlops) {
+    for (const AttentionGroup& g : groups) {
+      if (g.append) append_keys(d, g, s.k, s.v);
+      attend(d, g, s.q, s.ctx, s.scores, observer);
+    }
+  } else {
+    const int64_t chunks = std::min<int64_t>(n_groups, 64);
+    auto chunk = [&](int64_t c) {
+      thread_local std::vector<float> scores;
+      if (int64_t(scores.size()) < most) scores.resize(size_t(most));
+      for (int64_t i = c * n_groups / chunks; i < (c + 1) * n_groups / chunks; ++i) {
+        const AttentionGroup& g = groups[size_t(i)];
+        if (g.append) append_keys(d, g, s.k, s.v);
+        attend(d, g, s.q, s.ctx, scores.data(), observer);
+      }
+    };
+    kernels::parallel_for(chunks, chunk);
   }
   linear(s.ctx, N, C, C, w.wo, w.bo, s.out, d.out_in);
   residual(d, norm, x, s.out, N);

@@ -1,11 +1,16 @@
 // The gemv kernels against a plain double-precision loop: vec_mat (x·W, W [K, N]) and mat_vec
 // (A·x, A [M, K] with a row stride). Both must give the same product over a matrix and its
-// transpose. And gemm_nt_rowwise, the decoder's kernel on the Decode layout: right, and each
-// row independent of the batch it is computed in.
+// transpose. And gemm_nt_rowwise, the decoder's kernel on the Decode layout: right, each row
+// independent of the batch it is computed in, summed in exactly the documented order of the path
+// in use, and the same bits on any number of threads.
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/kernels.h"
@@ -52,7 +57,7 @@ TEST(Kernels, GemvMatchesLoopInBothLayoutsDouble) {
 
 // gemm_nt_rowwise against a double loop, and row independence: every row of a batch of M rows is
 // bit for bit the row computed alone (M = 1), for K below, at and above the 8-lane width, N
-// around the blockings (1, 3, 8 outputs at a time) and M around the 4-row groups and the
+// around the blockings (1, 3, 8 outputs at a time) and M around the 3- and 4-row groups and the
 // 64-row panels. Strides wider than the rows.
 TEST(Kernels, RowwiseGemmRowsAreIndependentOfTheBatch) {
   for (int64_t K : {4, 8, 13, 64, 259})
@@ -86,6 +91,163 @@ TEST(Kernels, RowwiseGemmRowsAreIndependentOfTheBatch) {
                 << "K " << K << " N " << N << " m " << m << " row " << i;
       }
     }
+}
+
+// The documented order of the path in use (kernels_rowwise.cpp), written out one output at a
+// time: W lanes (16 with AVX-512, else 8), lane u summing x·w over columns p + u in increasing p
+// (fused multiply-add except on the portable path), lanes u + 8 folded in, then
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), then the K mod W tail in increasing p.
+float rowwise_reference(int64_t k, const float* x, const float* w) {
+  const std::string path = kernels::gemm_nt_rowwise_path();
+  const bool fused = path != "portable";
+  const int lanes = path == "avx512" ? 16 : 8;
+  float a[16] = {};
+  const auto madd = [fused](float p, float q, float acc) {
+    if (fused) return std::fma(p, q, acc);
+    volatile float prod = p * q;  // rounded on its own, as the portable path does
+    return acc + prod;
+  };
+  int64_t p = 0;
+  for (; p + lanes <= k; p += lanes)
+    for (int u = 0; u < lanes; ++u) a[u] = madd(x[p + u], w[p + u], a[u]);
+  if (lanes == 16)
+    for (int u = 0; u < 8; ++u) a[u] = a[u] + a[u + 8];
+  float s = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+  for (; p < k; ++p) s = madd(x[p], w[p], s);
+  return s;
+}
+
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+// Every output, bit for bit, against the order written out above: M around the row groups (4
+// rows, then pairs or single rows), N around the 8-output blocks, K below, at and above the lane
+// widths; on one thread and on several (the larger shapes are big enough to be split).
+TEST(Kernels, RowwiseGemmSumsInTheDocumentedOrder) {
+  for (int threads : {1, 2, 3}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    for (int64_t K : {5, 16, 37, 256})
+      for (int64_t N : {3, 8, 19, 264})
+        for (int64_t M : {1, 2, 3, 4, 7, 32, 67}) {
+          const int64_t ldx = K + 1, ldw = K + 3, ldy = N + 1;
+          const std::vector<float> x = filled<float>(M * ldx, 0.29),
+                                   w = filled<float>(N * ldw, 0.07);
+          std::vector<float> y(static_cast<size_t>(M * ldy), -3.f);
+          kernels::gemm_nt_rowwise(M, N, K, x.data(), ldx, w.data(), ldw, y.data(), ldy);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+              const float want = rowwise_reference(K, x.data() + i * ldx, w.data() + j * ldw);
+              ASSERT_TRUE(same_bits(y[size_t(i * ldy + j)], want))
+                  << kernels::gemm_nt_rowwise_path() << " threads " << threads << " K " << K
+                  << " N " << N << " M " << M << " row " << i << " out " << j << ": "
+                  << y[size_t(i * ldy + j)] << " vs " << want;
+            }
+        }
+  }
+  kernels::gemm_nt_rowwise_set_threads(0);
+}
+
+// A call big enough to be split over threads (2·M·N·K >= 2^20) gives the same bits on 1, 2 and
+// 4 threads, and while another thread makes calls of its own at the same time (one of the two
+// then runs alone).
+TEST(Kernels, RowwiseGemmThreadsDoNotChangeBits) {
+  const int64_t M = 32, N = 1000, K = 264;
+  const std::vector<float> x = filled<float>(M * K, 0.41), w = filled<float>(N * K, 0.05);
+  const auto run = [&] {
+    std::vector<float> y(static_cast<size_t>(M * N));
+    kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, y.data(), N);
+    return y;
+  };
+  kernels::gemm_nt_rowwise_set_threads(1);
+  EXPECT_EQ(kernels::gemm_nt_rowwise_threads(), 1);
+  const std::vector<float> one = run();
+  for (int threads : {2, 4}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    EXPECT_EQ(std::memcmp(run().data(), one.data(), one.size() * sizeof(float)), 0)
+        << threads << " threads";
+  }
+  kernels::gemm_nt_rowwise_set_threads(2);
+  bool other_same = true;
+  std::thread other([&] {
+    for (int i = 0; i < 20; ++i)
+      other_same = other_same && std::memcmp(run().data(), one.data(), one.size() * 4) == 0;
+  });
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(std::memcmp(run().data(), one.data(), one.size() * sizeof(float)), 0) << "call " << i;
+  other.join();
+  EXPECT_TRUE(other_same);
+  kernels::gemm_nt_rowwise_set_threads(0);
+  EXPECT_GE(kernels::gemm_nt_rowwise_threads(), 1);
+}
+
+// weighted_rows (the attention context): each output bit for bit the sum over j in increasing j
+// (fused on the vector paths), whatever M, and so each row the same alone as in a batch; D
+// around the vector widths, strides wider than the rows.
+TEST(Kernels, WeightedRowsSumInIncreasingJ) {
+  const bool fused = std::string(kernels::gemm_nt_rowwise_path()) != "portable";
+  for (int64_t J : {1, 7, 33})
+    for (int64_t D : {3, 16, 64, 100}) {
+      const int64_t M = 5, lds = J + 2, ldv = D + 3, ldy = D + 1;
+      const std::vector<float> s = filled<float>(M * lds, 0.23), v = filled<float>(J * ldv, 0.19);
+      std::vector<float> y(static_cast<size_t>(M * ldy), -5.f);
+      kernels::weighted_rows(M, J, D, s.data(), lds, v.data(), ldv, y.data(), ldy);
+      for (int64_t i = 0; i < M; ++i) {
+        std::vector<float> one(static_cast<size_t>(D));
+        kernels::weighted_rows(1, J, D, s.data() + i * lds, lds, v.data(), ldv, one.data(), D);
+        for (int64_t c = 0; c < D; ++c) {
+          float want = 0.f;
+          for (int64_t t = 0; t < J; ++t) {
+            const float a = s[size_t(i * lds + t)], b = v[size_t(t * ldv + c)];
+            if (fused) {
+              want = std::fma(a, b, want);
+            } else {
+              volatile float prod = a * b;
+              want = want + prod;
+            }
+          }
+          const float got = y[size_t(i * ldy + c)];
+          ASSERT_TRUE(same_bits(got, want)) << "J " << J << " D " << D << " row " << i << " col "
+                                            << c << ": " << got << " vs " << want;
+          ASSERT_TRUE(same_bits(got, one[size_t(c)])) << "J " << J << " D " << D << " row " << i;
+        }
+        if (D < ldy) {
+          ASSERT_EQ(y[size_t(i * ldy + D)], -5.f) << "wrote past the row";
+        }
+      }
+    }
+}
+
+// parallel_for runs every chunk exactly once, on 1 or 2 threads, also when a chunk itself makes
+// a gemm_nt_rowwise call big enough to be split (that call then runs on its chunk's thread).
+TEST(Kernels, ParallelForRunsEveryChunkOnce) {
+  const int64_t M = 8, N = 512, K = 256;  // 2·M·N·K = 2^21: a splittable call (>= 2^20)
+  const std::vector<float> x = filled<float>(M * K, 0.3), w = filled<float>(N * K, 0.02);
+  std::vector<float> want(static_cast<size_t>(M * N));
+  kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, want.data(), N);
+  for (int threads : {1, 2}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    for (int64_t chunks : {1, 2, 7, 100}) {
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(chunks));
+      std::vector<std::vector<float>> ys(static_cast<size_t>(chunks));
+      auto task = [&](int64_t c) {
+        runs[size_t(c)].fetch_add(1);
+        if (c % 3 != 0) return;
+        ys[size_t(c)].resize(size_t(M * N));
+        kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, ys[size_t(c)].data(), N);
+      };
+      kernels::parallel_for(chunks, task);
+      for (int64_t c = 0; c < chunks; ++c) {
+        EXPECT_EQ(runs[size_t(c)].load(), 1)
+            << threads << " threads, chunk " << c << " of " << chunks;
+        if (c % 3 == 0) {
+          EXPECT_EQ(std::memcmp(ys[size_t(c)].data(), want.data(), want.size() * sizeof(float)), 0)
+              << threads << " threads, chunk " << c;
+        }
+      }
+    }
+  }
+  kernels::gemm_nt_rowwise_set_threads(0);
 }
 
 }  // namespace
