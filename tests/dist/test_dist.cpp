@@ -261,20 +261,29 @@ TEST(DataParallel, CliTwoRanksThenResumedWithOneMatchesOneRank) {
   EXPECT_LT(rel_diff(lb, la), 1e-5);
 }
 
+// Two ranks of dist_worker where rank 1 has `fault` at `step`, checkpoints every 2 steps and
+// --check-sync `check_sync`; collectives time out after `timeout` seconds. The job must end
+// within a minute, whatever the fault.
+Ran run_with_fault(const TempDir& dir, const std::string& fault, int step, int timeout,
+                   int check_sync = 0) {
+  const Ran r = run(mpirun(2) + worker(dir, "run",
+                                       {"--save-every", "2", "--fault", fault, "--fault-step",
+                                        std::to_string(step), "--timeout", std::to_string(timeout),
+                                        "--check-sync", std::to_string(check_sync)}),
+                    kDeadline);
+  EXPECT_LT(r.seconds, 60) << r.output;
+  return r;
+}
+
 // A rank killed mid-run: mpirun ends the job (non-zero, naming the rank), and rank 0's last
 // checkpoint (step 4, saved every 2 steps) loads.
 TEST(DataParallel, KilledRankEndsTheJobAndTheCheckpointSurvives) {
   TempDir dir("dist");
   write_data(dir);
-  const Ran r = run(mpirun(2) + worker(dir, "run",
-                                       {"--save-every", "2", "--fault", "kill", "--fault-step", "5",
-                                        "--timeout", "60"}),
-                    kDeadline);
+  const Ran r = run_with_fault(dir, "kill", 5, 60);
   EXPECT_GT(r.code, 0) << r.output;
-  EXPECT_LT(r.seconds, 60) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
-  const Checkpoint c = load_checkpoint(dir.file("run/checkpoint.bin"));
-  EXPECT_EQ(c.step, 4);
+  EXPECT_EQ(load_checkpoint(dir.file("run/checkpoint.bin")).step, 4);
 }
 
 // A rank whose step fails (bad data, out of memory) says so, naming itself, and stops every
@@ -282,12 +291,8 @@ TEST(DataParallel, KilledRankEndsTheJobAndTheCheckpointSurvives) {
 TEST(DataParallel, FailingRankNamesItselfAndStopsEveryRank) {
   TempDir dir("dist");
   write_data(dir);
-  const Ran r = run(mpirun(2) + worker(dir, "run",
-                                       {"--save-every", "2", "--fault", "error", "--fault-step",
-                                        "3", "--timeout", "60"}),
-                    kDeadline);
+  const Ran r = run_with_fault(dir, "error", 3, 60);
   EXPECT_EQ(r.code, 3) << r.output;
-  EXPECT_LT(r.seconds, 60) << r.output;
   EXPECT_NE(r.output.find("rank 1 of 2: step 3: injected failure on rank 1"), std::string::npos)
       << r.output;
   EXPECT_EQ(load_checkpoint(dir.file("run/checkpoint.bin")).step, 2);
@@ -297,12 +302,8 @@ TEST(DataParallel, FailingRankNamesItselfAndStopsEveryRank) {
 TEST(DataParallel, HungRankIsBoundedByTheCollectiveTimeout) {
   TempDir dir("dist");
   write_data(dir);
-  const Ran r = run(mpirun(2) + worker(dir, "run",
-                                       {"--save-every", "2", "--fault", "hang", "--fault-step", "3",
-                                        "--timeout", "2"}),
-                    kDeadline);
+  const Ran r = run_with_fault(dir, "hang", 3, 2);
   EXPECT_EQ(r.code, 3) << r.output;
-  EXPECT_LT(r.seconds, 60) << r.output;
   EXPECT_NE(r.output.find("rank 0 of 2: the gradient allreduce at step 3 did not complete within "
                           "--collective-timeout 2 s"),
             std::string::npos)
@@ -314,10 +315,7 @@ TEST(DataParallel, HungRankIsBoundedByTheCollectiveTimeout) {
 TEST(DataParallel, CheckSyncStopsAtTheFirstCheckAfterDivergence) {
   TempDir dir("dist");
   write_data(dir);
-  const Ran r = run(mpirun(2) + worker(dir, "run",
-                                       {"--check-sync", "2", "--fault", "diverge", "--fault-step",
-                                        "3", "--timeout", "60"}),
-                    kDeadline);
+  const Ran r = run_with_fault(dir, "diverge", 3, 60, /*check_sync=*/2);
   EXPECT_EQ(r.code, 3) << r.output;
   EXPECT_NE(r.output.find("step 4: the parameters of rank 1 ("), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("differ after the update (--check-sync); the ranks have diverged"),
