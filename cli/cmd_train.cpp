@@ -191,7 +191,7 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
 
 // What every data-parallel rank's own error says first.
 std::string rank_prefix(const Communicator& comm) {
-  return "rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) + ": ";
+  return comm.who() + ": ";
 }
 
 int train_and_report(const TrainArgs& a, const TrainOptions& o);

@@ -24,6 +24,10 @@ class Communicator {
   virtual int size() const = 0;
   // "Open MPI 4.1.4", or "one process".
   virtual std::string describe() const = 0;
+  // "rank R of N", how every message of a rank names it.
+  std::string who() const {
+    return "rank " + std::to_string(rank()) + " of " + std::to_string(size());
+  }
 
   // Starts an in-place sum over the ranks of data[0, n) (float32 or float64); the data must
   // not be touched until wait_all(). Requests complete in the order they were started on

@@ -111,9 +111,8 @@ class MpiWorld final : public Communicator {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, text, &len);
-    fail("rank " + std::to_string(rank_) + " of " + std::to_string(size_),
-         std::string(call) + " failed at step " + std::to_string(step_) + ": " +
-             std::string(text, static_cast<size_t>(len)));
+    fail(who(), std::string(call) + " failed at step " + std::to_string(step_) + ": " +
+                    std::string(text, static_cast<size_t>(len)));
   }
 
   // Tests the pending requests until they complete: spinning at first (a step's allreduce is
@@ -129,10 +128,10 @@ class MpiWorld final : public Communicator {
       const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
       if (bounded && timeout_ > 0 && waited > timeout_) {
         std::fprintf(stderr,
-                     "seqtape train: rank %d of %d: %s at step %lld did not complete within "
+                     "seqtape train: %s: %s at step %lld did not complete within "
                      "--collective-timeout %.0f s: another rank is hung or has died; stopping "
                      "every rank\n",
-                     rank_, size_, what.c_str(), static_cast<long long>(step_), timeout_);
+                     who().c_str(), what.c_str(), static_cast<long long>(step_), timeout_);
         abort(3);
       }
     }

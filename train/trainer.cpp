@@ -362,7 +362,7 @@ void check_ranks_agree(Run& run) {
 
 Run start_run(const TrainOptions& opt, std::ostream& log) {
   Run run;
-  run.comm = opt.comm ? opt.comm : single_process();
+  run.comm = opt.comm;  // train() sets it: the ranks, or single_process()
   run.lead = run.comm->rank() == 0;
   run.ckpt_path = (fs::path(opt.out_dir) / "checkpoint.bin").string();
   if (run.lead) remove_stale_temp_files(run.ckpt_path);
