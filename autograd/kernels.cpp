@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "autograd/matmul_backend.h"
+
 namespace seqtape::kernels {
 
 namespace {
@@ -58,6 +60,8 @@ void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
     return;
   }
+  if (detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  detail::count_openblas_gemm();
   SmallGemmThreads threads(m, n, k);
   cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<blasint>(m), static_cast<blasint>(n),
               static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,

@@ -16,6 +16,7 @@
 #include <map>
 #include <new>
 
+#include "autograd/matmul_backend.h"
 #include "autograd/ops.h"
 #include "autograd/profile.h"
 #include "bench/bench_util.h"
@@ -30,15 +31,17 @@
 namespace {
 std::atomic<uint64_t> g_news{0};
 }
-void* operator new(std::size_t n) {
+// None is inlined: GCC would otherwise pair malloc/free with its built-in operator new/delete and
+// warn (-Wmismatched-new-delete).
+__attribute__((noinline)) void* operator new(std::size_t n) {
   g_news.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
-void operator delete(void* p) noexcept {
+__attribute__((noinline)) void operator delete(void* p) noexcept {
   std::free(p);
 }
-void operator delete(void* p, std::size_t) noexcept {
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept {
   std::free(p);
 }
 
@@ -124,7 +127,25 @@ void train_step(Setup& s) {
   benchmark::DoNotOptimize(loss.item());
 }
 
-void BM_train_step(benchmark::State& st, Cfg c) {
+// How a step's float products run: OpenBLAS float32 (the default), oneDNN float32, or bf16
+// operands on oneDNN (autograd/matmul_backend.h).
+enum class Mode { OpenBLAS, OneDNN, BF16 };
+const Mode kModes[] = {Mode::OpenBLAS, Mode::OneDNN, Mode::BF16};
+const char* mode_suffix(Mode m) {
+  return m == Mode::OpenBLAS ? "" : m == Mode::OneDNN ? "/onednn" : "/bf16";
+}
+kernels::MatmulBackend mode_backend(Mode m) {
+  return m == Mode::OpenBLAS ? kernels::MatmulBackend::OpenBLAS : kernels::MatmulBackend::OneDNN;
+}
+kernels::Precision mode_precision(Mode m) {
+  return m == Mode::BF16 ? kernels::Precision::BF16 : kernels::Precision::F32;
+}
+bool mode_runs(Mode m) {
+  return kernels::matmul_problem(mode_backend(m), mode_precision(m)).empty();
+}
+
+void BM_train_step(benchmark::State& st, Cfg c, Mode mode) {
+  const kernels::MatmulScope matmul(mode_backend(mode), mode_precision(mode));
   Setup s = make_setup(c);
   for (auto _ : st) train_step(s);
   Tape::current().clear();
@@ -136,90 +157,123 @@ void BM_train_step(benchmark::State& st, Cfg c) {
                          benchmark::Counter::kIsRate);
 }
 
-// The model's largest gemm, [B·T, C]·[C, F], through raw cblas_sgemm with OpenBLAS's
-// configured threads (threads 0) or one thread; the table's reference is the faster of the two,
-// since kernels::gemm runs small gemms on one thread.
-void BM_sgemm_model_shape(benchmark::State& st, Cfg c, int threads) {
-  const int prev = kernels::blas_num_threads();
-  if (threads > 0) kernels::blas_set_num_threads(threads);
-  const int64_t m = c.B * c.T, k = c.C, n = c.F;
-  std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
-      out(static_cast<size_t>(m * n));
-  for (auto _ : st) {
+// The model's largest gemm, [B·T, C]·[C, F], once: raw cblas_sgemm on `threads` OpenBLAS
+// threads (0: as configured), or oneDNN float32 through kernels::gemm (onednn).
+struct ModelGemm {
+  int64_t m, k, n;
+  std::vector<float> a, b, out;
+  explicit ModelGemm(const Cfg& c)
+      : m(c.B * c.T),
+        k(c.C),
+        n(c.F),
+        a(static_cast<size_t>(m * k), 0.5f),
+        b(static_cast<size_t>(k * n), 0.25f),
+        out(static_cast<size_t>(m * n)) {}
+  double flops() const { return 2.0 * static_cast<double>(m * n * k); }
+  void run(int threads, bool onednn) {
+    if (onednn) {
+      const kernels::MatmulScope dnn(kernels::MatmulBackend::OneDNN, kernels::Precision::F32);
+      kernels::gemm<float>(false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, out.data(),
+                           n);
+      return;
+    }
+    const int prev = kernels::blas_num_threads();
+    if (threads > 0) kernels::blas_set_num_threads(threads);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
                 static_cast<int>(k), 1.f, a.data(), static_cast<int>(k), b.data(),
                 static_cast<int>(n), 0.f, out.data(), static_cast<int>(n));
-    benchmark::DoNotOptimize(out.data());
+    if (threads > 0) kernels::blas_set_num_threads(prev);
+  }
+};
+
+// The reference is the fastest of the three, since kernels::gemm runs small gemms on one
+// OpenBLAS thread and --matmul may pick oneDNN.
+void BM_gemm_model_shape(benchmark::State& st, Cfg c, int threads, bool onednn) {
+  ModelGemm g(c);
+  for (auto _ : st) {
+    g.run(threads, onednn);
+    benchmark::DoNotOptimize(g.out.data());
   }
   st.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * static_cast<double>(m * n * k) * static_cast<double>(st.iterations()) / 1e9,
-      benchmark::Counter::kIsRate);
-  kernels::blas_set_num_threads(prev);
+      g.flops() * static_cast<double>(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
 const bool kRegistered = [] {
+  auto reg = [](const std::string& name, auto fn, auto... args) {
+    benchmark::RegisterBenchmark(name.c_str(), fn, args...)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->Repetitions(3)
+        ->DisplayAggregatesOnly(true);
+  };
   for (const Cfg& c : kCfgs) {
-    benchmark::RegisterBenchmark((std::string("BM_sgemm_1thread/") + c.name).c_str(),
-                                 BM_sgemm_model_shape, c, 1)
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond)
-        ->Repetitions(3)
-        ->DisplayAggregatesOnly(true);
-    benchmark::RegisterBenchmark((std::string("BM_sgemm_model_shape/") + c.name).c_str(),
-                                 BM_sgemm_model_shape, c, 0)
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond)
-        ->Repetitions(3)
-        ->DisplayAggregatesOnly(true);
-    benchmark::RegisterBenchmark((std::string("BM_train_step/") + c.name).c_str(), BM_train_step, c)
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond)
-        ->Repetitions(3)
-        ->DisplayAggregatesOnly(true);
+    const bool seed = c.B == 1;  // the seed target is about the default path alone
+    reg(std::string("BM_sgemm_1thread/") + c.name, BM_gemm_model_shape, c, 1, false);
+    reg(std::string("BM_sgemm_model_shape/") + c.name, BM_gemm_model_shape, c, 0, false);
+    if (!seed && mode_runs(Mode::OneDNN))
+      reg(std::string("BM_onednn_model_shape/") + c.name, BM_gemm_model_shape, c, 0, true);
+    for (Mode m : kModes)
+      if (m == Mode::OpenBLAS || (!seed && mode_runs(m)))
+        reg(std::string("BM_train_step/") + c.name + mode_suffix(m), BM_train_step, c, m);
   }
   return true;
 }();
 
-// A second, load-robust fraction: rounds that alternate a few training steps with a few raw
-// sgemm calls at the model's shape (one thread and the configured threads), keeping the best
-// time of each over all rounds. Load on a shared machine only ever slows a measurement down,
-// so best-of-rounds taken side by side compares the two at the same quiet moments.
+// A second, load-robust measure: rounds that alternate a few training steps in each mode with a
+// few calls of the model's largest gemm (OpenBLAS on one thread and on the configured threads,
+// oneDNN float32), keeping the best time of each over all rounds. Load on a shared machine only
+// ever slows a measurement down, so best-of-rounds taken side by side compares them at the same
+// quiet moments.
 struct Robust {
-  double fraction = 0, step_us = 0;
+  double step_us[3] = {0, 0, 0};  // best step per Mode (0: not run)
+  double gemm_gf = 0;             // best float32 gemm at the model's shape, GFLOP/s
+  double f32_us() const {         // the faster float32 step
+    return step_us[1] > 0 ? std::min(step_us[0], step_us[1]) : step_us[0];
+  }
+  const char* f32_backend() const {
+    return step_us[1] > 0 && step_us[1] < step_us[0] ? "onednn" : "openblas";
+  }
+  double fraction(const Cfg& c) const { return 3 * forward_flops(c) / (f32_us() * 1e3) / gemm_gf; }
 };
-Robust interleaved_fraction(const Cfg& c, int rounds) {
+Robust interleaved(const Cfg& c, int rounds) {
   Setup s = make_setup(c);
   train_step(s);
-  const int64_t m = c.B * c.T, k = c.C, n = c.F;
-  std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
-      out(static_cast<size_t>(m * n));
-  const int prev = kernels::blas_num_threads();
+  ModelGemm g(c);
   const int steps = c.B == 1 ? 200 : 2, calls = c.B == 1 ? 200 : 10;
+  const bool seed = c.B == 1;
   using Clock = std::chrono::steady_clock;
-  double best_step = 1e30, best_gemm = 1e30;
-  for (int r = 0; r < rounds; ++r) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) train_step(s);
-    best_step =
-        std::min(best_step, std::chrono::duration<double>(Clock::now() - t0).count() / steps);
-    for (int threads : {1, prev}) {
-      kernels::blas_set_num_threads(threads);
-      t0 = Clock::now();
-      for (int i = 0; i < calls; ++i)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m),
-                    static_cast<int>(n), static_cast<int>(k), 1.f, a.data(), static_cast<int>(k),
-                    b.data(), static_cast<int>(n), 0.f, out.data(), static_cast<int>(n));
-      best_gemm =
-          std::min(best_gemm, std::chrono::duration<double>(Clock::now() - t0).count() / calls);
+  auto seconds_per = [](int n, auto&& f) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) f();
+    return std::chrono::duration<double>(Clock::now() - t0).count() / n;
+  };
+  Robust r;
+  double best_gemm = 1e30;
+  for (int round = 0; round < rounds; ++round) {
+    for (Mode m : kModes) {
+      if (m != Mode::OpenBLAS && (seed || !mode_runs(m))) continue;
+      const kernels::MatmulScope matmul(mode_backend(m), mode_precision(m));
+      if (round == 0) train_step(s);  // primitives made, pool filled
+      const double us = 1e6 * seconds_per(steps, [&] { train_step(s); });
+      double& best = r.step_us[static_cast<int>(m)];
+      best = best == 0 ? us : std::min(best, us);
     }
-    kernels::blas_set_num_threads(prev);
+    for (int threads : {1, 0})
+      best_gemm = std::min(best_gemm, seconds_per(calls, [&] { g.run(threads, false); }));
+    if (!seed && mode_runs(Mode::OneDNN))
+      best_gemm = std::min(best_gemm, seconds_per(calls, [&] { g.run(0, true); }));
   }
   Tape::current().clear();
-  const double step_gf = 3 * forward_flops(c) / best_step / 1e9;
-  const double gemm_gf = 2.0 * static_cast<double>(m * n * k) / best_gemm / 1e9;
-  std::printf("%-8s best step %10.1f us = %8.2f GFLOP/s, best sgemm %8.2f GFLOP/s: fraction %.3f\n",
-              c.name, best_step * 1e6, step_gf, gemm_gf, step_gf / gemm_gf);
-  return Robust{step_gf / gemm_gf, best_step * 1e6};
+  r.gemm_gf = g.flops() / best_gemm / 1e9;
+  std::printf(
+      "%-8s best float32 step %10.1f us (%s) = %8.2f GFLOP/s, best float32 gemm %8.2f "
+      "GFLOP/s: fraction %.3f",
+      c.name, r.f32_us(), r.f32_backend(), 3 * forward_flops(c) / (r.f32_us() * 1e3), r.gemm_gf,
+      r.fraction(c));
+  if (r.step_us[2] > 0)
+    std::printf("; bf16 step %.1f us (%.2fx float32)", r.step_us[2], r.f32_us() / r.step_us[2]);
+  std::printf("\n");
+  return r;
 }
 
 // The profiled steps of one config (after warm-up steps that fill the buffer pool), and the
@@ -246,10 +300,20 @@ void profile_config(const Cfg& c, int steps) {
       static_cast<unsigned long long>(n1 - n0));
 }
 
-// The faster of the configured-threads and one-thread sgemm at the model's shape.
+// The fastest float32 gemm at the model's shape: OpenBLAS on its configured threads or one,
+// or oneDNN.
 double sgemm_peak(const bench::RatioReporter& rep, const std::string& name) {
-  return std::max(rep.counter("BM_sgemm_model_shape/" + name, "GFLOP/s"),
-                  rep.counter("BM_sgemm_1thread/" + name, "GFLOP/s"));
+  return std::max({rep.counter("BM_sgemm_model_shape/" + name, "GFLOP/s"),
+                   rep.counter("BM_sgemm_1thread/" + name, "GFLOP/s"),
+                   rep.counter("BM_onednn_model_shape/" + name, "GFLOP/s")});
+}
+
+// Why the bf16 rows cannot be measured here ("" when they can).
+std::string bf16_unavailable() {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (!info.built) return "n/a (built without oneDNN)";
+  if (!info.bf16) return "n/a (no bf16 units)";
+  return "";
 }
 
 struct Target {
@@ -261,42 +325,59 @@ struct Target {
 // of the same run are shown beside them.
 void print_targets(const bench::RatioReporter& rep, const std::map<std::string, Robust>& robust) {
   std::vector<Target> rows;
-  auto frac_row = [&](const char* name, double goal) {
-    char now[48] = "not run", g[32];
-    const auto it = robust.find(name);
+  auto frac_row = [&](const Cfg& c, double goal) {
+    char now[64] = "not run", g[32];
+    const auto it = robust.find(c.name);
     const bool known = it != robust.end();
-    const double f = known ? it->second.fraction : 0.0;
-    const double peak = sgemm_peak(rep, name);
+    const double f = known ? it->second.fraction(c) : 0.0;
+    const double peak = sgemm_peak(rep, c.name);
     const double gb =
-        peak > 0 ? rep.counter(std::string("BM_train_step/") + name, "GFLOP/s") / peak : 0.0;
-    if (known) std::snprintf(now, sizeof now, "%.3f (gbench %.3f)", f, gb);
+        peak > 0 ? rep.counter(std::string("BM_train_step/") + c.name, "GFLOP/s") / peak : 0.0;
+    if (known)
+      std::snprintf(now, sizeof now, "%.3f %s (gbench openblas %.3f)", f, it->second.f32_backend(),
+                    gb);
     std::snprintf(g, sizeof g, ">= %.2f", goal);
-    rows.push_back({std::string(name) + ", float32: fraction of sgemm at its shapes", g, now, known,
-                    known && f >= goal});
+    rows.push_back({std::string(c.name) + ", float32: fraction of the best float32 gemm", g, now,
+                    known, known && f >= goal});
   };
-  frac_row("medium", 0.75);
-  frac_row("small", 0.65);
-  frac_row("short", 0.55);
+  frac_row(kCfgs[2], 0.75);
+  frac_row(kCfgs[1], 0.65);
+  frac_row(kCfgs[3], 0.55);
   {
     const auto it = robust.find("seed");
     const bool known = it != robust.end();
-    const double us = known ? it->second.step_us : 0.0;
+    const double us = known ? it->second.step_us[0] : 0.0;
     char now[48] = "not run";
     if (known)
       std::snprintf(now, sizeof now, "%.1f us (gbench %.1f)", us,
                     rep.ns("BM_train_step/seed") / 1e3);
     rows.push_back({"seed step", "<= 50 us", now, known, known && us <= 50});
   }
-  rows.push_back(
-      {"medium: bf16 tokens/s over float32", ">= 2.5x", "n/a (not built yet)", false, false});
-  rows.push_back(
-      {"short: bf16 tokens/s over float32", ">= 2.5x", "n/a (not built yet)", false, false});
+  const std::string no_bf16 = bf16_unavailable();
+  for (const char* name : {"medium", "short"}) {
+    const auto it = robust.find(name);
+    const bool known = no_bf16.empty() && it != robust.end() && it->second.step_us[2] > 0;
+    std::string now = !no_bf16.empty() ? no_bf16 : "not run";
+    double ratio = 0;
+    if (known) {
+      ratio = it->second.f32_us() / it->second.step_us[2];
+      char buf[64];
+      const std::string b = std::string("BM_train_step/") + name;
+      const double gb_f32 =
+          std::max(rep.counter(b, "tokens/s"), rep.counter(b + "/onednn", "tokens/s"));
+      std::snprintf(buf, sizeof buf, "%.2fx (gbench %.2fx)", ratio,
+                    gb_f32 > 0 ? rep.counter(b + "/bf16", "tokens/s") / gb_f32 : 0.0);
+      now = buf;
+    }
+    rows.push_back({std::string(name) + ": bf16 tokens/s over float32", ">= 2.5x", now, known,
+                    known && ratio >= 2.5});
+  }
   std::printf(
       "\ntargets (issue 14), measured in this run (best of interleaved rounds; gbench: the "
       "median above)\n");
-  std::printf("%-52s %-10s %-28s %s\n", "measure", "target", "now", "");
+  std::printf("%-52s %-10s %-40s %s\n", "measure", "target", "now", "");
   for (const Target& t : rows)
-    std::printf("%-52s %-10s %-28s %s\n", t.measure.c_str(), t.goal.c_str(), t.now.c_str(),
+    std::printf("%-52s %-10s %-40s %s\n", t.measure.c_str(), t.goal.c_str(), t.now.c_str(),
                 !t.known ? "-" : (t.met ? "met" : "not met"));
 }
 
@@ -310,13 +391,12 @@ int main(int argc, char** argv) {
   std::printf(
       "\ntraining step (forward + backward + clip + Adam), GFLOP/s counted as 3x forward gemm "
       "FLOPs\n");
-  std::printf("%-8s %-24s %12s %12s %12s %12s %10s\n", "config", "B x S/T, d/heads/layers/F",
-              "us/step", "tokens/s", "GFLOP/s", "sgemm GF/s", "fraction");
-  // sgemm GF/s: the faster of OpenBLAS's configured threads and one thread, same run.
+  std::printf("%-15s %-24s %12s %12s %12s %12s %10s\n", "config", "B x S/T, d/heads/layers/F",
+              "us/step", "tokens/s", "GFLOP/s", "f32 gemm GF/s", "fraction");
+  // f32 gemm GF/s: the fastest of OpenBLAS's configured threads, one thread, and oneDNN.
   std::vector<const Cfg*> ran;
   for (const Cfg& c : kCfgs) {
-    const std::string step = std::string("BM_train_step/") + c.name;
-    if (!rep.has(step)) continue;
+    if (!rep.has(std::string("BM_train_step/") + c.name)) continue;
     ran.push_back(&c);
     char shape[64];
     std::snprintf(shape, sizeof shape, "%lldx%lld/%lld, %lld/%lld/%lld+%lld/%lld",
@@ -324,16 +404,31 @@ int main(int argc, char** argv) {
                   static_cast<long long>(c.T), static_cast<long long>(c.C),
                   static_cast<long long>(c.H), static_cast<long long>(c.layers),
                   static_cast<long long>(c.layers), static_cast<long long>(c.F));
-    const double gf = rep.counter(step, "GFLOP/s"), peak = sgemm_peak(rep, c.name);
-    std::printf("%-8s %-24s %12.1f %12.0f %12.2f %12.2f %10.3f\n", c.name, shape,
-                rep.ns(step) / 1e3, rep.counter(step, "tokens/s"), gf, peak,
-                peak > 0 ? gf / peak : 0.0);
+    const double peak = sgemm_peak(rep, c.name);
+    for (Mode m : kModes) {
+      const std::string step = std::string("BM_train_step/") + c.name + mode_suffix(m);
+      if (!rep.has(step)) continue;
+      const double gf = rep.counter(step, "GFLOP/s");
+      std::printf("%-15s %-24s %12.1f %12.0f %12.2f %12.2f %10.3f\n",
+                  (c.name + std::string(mode_suffix(m))).c_str(), shape, rep.ns(step) / 1e3,
+                  rep.counter(step, "tokens/s"), gf, peak, peak > 0 ? gf / peak : 0.0);
+    }
   }
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (info.built)
+    std::printf(
+        "\noneDNN %s: ISA %s (bf16 units: %s, AMX: %s); medium's largest product runs "
+        "on %s in float32, %s in bf16\n",
+        info.version.c_str(), info.isa.c_str(), info.bf16 ? "yes" : "no", info.amx ? "yes" : "no",
+        kernels::onednn_impl_name(32 * 32, 1024, 256, false).c_str(),
+        info.bf16 ? kernels::onednn_impl_name(32 * 32, 1024, 256, true).c_str() : "-");
+  else
+    std::printf("\nbuilt without oneDNN: float32 OpenBLAS rows only\n");
   std::printf(
-      "\nthe same fractions, load-robust: best of 8 rounds alternating training steps with raw "
-      "sgemm\n");
+      "\nthe same fractions, load-robust: best of 8 rounds alternating training steps (each "
+      "backend and precision) with the model's largest gemm\n");
   std::map<std::string, Robust> robust;
-  for (const Cfg* c : ran) robust[c->name] = interleaved_fraction(*c, 8);
+  for (const Cfg* c : ran) robust[c->name] = interleaved(*c, 8);
   print_targets(rep, robust);
   // Profiled steps are slower (two clock reads per op): the table's shares are what count.
   for (const Cfg* c : ran) profile_config(*c, c->B == 1 ? 2000 : 20);

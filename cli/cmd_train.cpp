@@ -30,6 +30,7 @@ struct TrainArgs {
   double bucket_mb = 4;
   bool no_overlap = false;
   double collective_timeout = 300;
+  std::string matmul = "openblas", precision = "f32";
 };
 
 // "90", "90s", "20m", "1.5h" -> seconds; a usage error otherwise.
@@ -166,6 +167,16 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_option("--keep-last", a.o.keep_last,
                  "also keep the last N periodic checkpoints as checkpoint-STEP.bin (0: none)")
       ->capture_default_str();
+  sub.add_option("--matmul", a.matmul,
+                 "library for the float matrix products: openblas, onednn, or auto (per shape, "
+                 "whichever was faster when first timed in this process; not bit-reproducible "
+                 "across runs)")
+      ->capture_default_str();
+  sub.add_option("--precision", a.precision,
+                 "f32, or bf16: mixed precision, matrix-product operands rounded to bfloat16 on "
+                 "the CPU's bf16 units (oneDNN) with float32 accumulation, weights, optimizer, "
+                 "softmax, LayerNorm, loss and checkpoints")
+      ->capture_default_str();
   sub.add_flag("--no-progress", a.no_progress, "plain log lines even on a terminal");
   sub.add_flag("--anomaly", a.o.anomaly,
                "check every op's result and name the first non-finite one");
@@ -220,6 +231,15 @@ int run_train(TrainArgs& a) {
                      std::to_string(a.bucket_mb) + ")");
   if (!(a.collective_timeout >= 0 && std::isfinite(a.collective_timeout)))
     throw UsageError("--collective-timeout must be a number of seconds >= 0 (0: no limit)");
+  auto flag = [](const char* name, auto parse, const std::string& text) {
+    try {
+      return parse(text);
+    } catch (const Error& e) {
+      throw UsageError(std::string(name) + ": " + e.what());
+    }
+  };
+  o.matmul = flag("--matmul", kernels::parse_matmul_backend, a.matmul);
+  o.precision = flag("--precision", kernels::parse_precision, a.precision);
   profile::set_enabled(a.profile);
   o.bucket_bytes = static_cast<int64_t>(a.bucket_mb * 1024 * 1024);
   o.overlap = !a.no_overlap;

@@ -15,6 +15,7 @@ packages=(
   libsentencepiece-dev # subword vocabularies (seqtape vocab)
   libcpp-httplib-dev # seqtape serve (HTTP server)
   libopenmpi-dev openmpi-bin # data-parallel training (mpirun -np N seqtape train)
+  libdnnl-dev       # oneDNN: --matmul onednn|auto, --precision bf16
   trans-de-en       # the German-English dictionary behind datasets/de-en
   chromium chromium-driver  # the browser test of web/player.html (headless, Debian's build)
   nodejs            # drives the browser test (web/test/player_test.mjs; built-in fetch, no npm)

@@ -667,6 +667,40 @@ void log_validation(const TrainReport& rep, const std::string& written, std::ost
 
 }  // namespace
 
+namespace {
+
+// The backend and precision the run uses: the ones asked for, or the nearest this build and CPU
+// can run; `note` is the log line saying which (empty for the OpenBLAS float32 default).
+struct MatmulChoice {
+  kernels::MatmulBackend backend;
+  kernels::Precision precision;
+  std::string note;
+};
+
+MatmulChoice choose_matmul(const TrainOptions& opt) {
+  using kernels::Precision;
+  MatmulChoice c{opt.matmul, opt.precision, ""};
+  std::string why = kernels::matmul_problem(c.backend, c.precision);
+  if (!why.empty()) {
+    c.precision = Precision::F32;
+    if (!kernels::matmul_problem(c.backend, c.precision).empty())
+      c.backend = kernels::MatmulBackend::OpenBLAS;
+    c.note = "warning: " + why + "; training with " + kernels::matmul_backend_name(c.backend) +
+             " in float32 instead\n";
+  }
+  if (c.backend != kernels::MatmulBackend::OpenBLAS || c.precision != Precision::F32) {
+    const kernels::OneDnnInfo& info = kernels::onednn_info();
+    c.note += std::string("matmul: ") +
+              (c.precision == Precision::BF16 ? "bf16 operands, float32 accumulation, on oneDNN"
+                                              : kernels::matmul_backend_name(c.backend)) +
+              " (oneDNN " + info.version + ", ISA " + info.isa + ")";
+  }
+  if (!c.note.empty() && c.note.back() == '\n') c.note.pop_back();
+  return c;
+}
+
+}  // namespace
+
 std::string best_metric_problem(const TrainOptions& opt) {
   const std::string& m = opt.best_metric;
   if (m.empty()) return opt.patience > 0 ? "--patience needs --best-metric" : "";
@@ -691,6 +725,8 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (threads == 0 && comm->size() > 1)  // the ranks on this machine share its cores
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks());
   if (threads > 0) kernels::blas_set_num_threads(threads);
+  const MatmulChoice matmul = choose_matmul(opt);
+  const kernels::MatmulScope matmul_scope(matmul.backend, matmul.precision);
   // Rank 0 alone holds the run directory; the other ranks write nothing and log nothing.
   std::optional<RunDir> run_dir;  // held until train() returns
   if (lead) run_dir.emplace(opt.out_dir, opt.resume, opt.overwrite);
@@ -701,6 +737,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   Run run = start_run(ropt, out);
   if (lead) write_run_files(opt.out_dir, run);
   log_summary(opt, run, out);
+  if (!matmul.note.empty()) out << matmul.note << "\n";
 
   const bool bar = lead && (opt.progress == 1 || (opt.progress == -1 && isatty(STDERR_FILENO)));
   TrainingLog tlog(lead ? opt.out_dir : "", run.resuming, bar, opt.log_every, run.step + 1,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/matmul_backend.h"
 #include "nn/config.h"
 #include "nn/transformer.h"
 #include "train/data_check.h"
@@ -52,6 +53,11 @@ struct TrainOptions {
   double label_smoothing = 0.0;
   uint64_t seed = 1;
   int threads = 0;  // OpenBLAS threads; 0 keeps the library's default
+  // Which library runs the float products, in which precision (autograd/matmul_backend.h).
+  // A combination this build or CPU cannot run falls back (bf16 to float32, oneDNN to
+  // OpenBLAS) and the log says what oneDNN reported and what the run uses instead.
+  kernels::MatmulBackend matmul = kernels::MatmulBackend::OpenBLAS;
+  kernels::Precision precision = kernels::Precision::F32;
   // An example longer than the model's max_positions: an error naming file:line, or skipped,
   // or truncated (train/data_check.h; validation examples are skipped rather than truncated,
   // since their references are compared as text).

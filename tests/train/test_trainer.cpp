@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "autograd/matmul_backend.h"
 #include "autograd/ops.h"
 #include "tests/test_util.h"
 #include "train/checkpoint.h"
@@ -132,19 +133,23 @@ fs::path make_copy_data(const std::string& name) {
   return d;
 }
 
-TEST(Trainer, ResumeContinuesWithBitIdenticalLosses) {
-  fs::path data = make_copy_data("resume_data");
-  fs::path full = temp_dir("resume_full"), split = temp_dir("resume_split");
+// Trains the copy task for 40 steps in one go and as 17 + a resume to 40, with the matmul backend
+// and precision given; the resumed losses must be the uninterrupted ones bit for bit.
+void check_resume_is_bit_identical(const std::string& name, kernels::MatmulBackend backend,
+                                   kernels::Precision precision) {
+  fs::path data = make_copy_data(name + "_data");
+  fs::path full = temp_dir(name + "_full"), split = temp_dir(name + "_split");
   std::ostringstream log;
-  TrainOptions o = copy_options(data, full);
-  o.steps = 40;  // spans an epoch boundary (200 / 8 = 25 batches per epoch)
-  TrainReport uninterrupted = train(o, log);
-
-  TrainOptions first = copy_options(data, split);
-  first.steps = 17;
-  train(first, log);
-  TrainOptions second = copy_options(data, split);
-  second.steps = 40;
+  auto options = [&](const fs::path& out, int64_t steps) {
+    TrainOptions o = copy_options(data, out);
+    o.steps = steps;
+    o.matmul = backend;
+    o.precision = precision;
+    return o;
+  };
+  TrainReport uninterrupted = train(options(full, 40), log);  // spans an epoch (25 batches)
+  train(options(split, 17), log);
+  TrainOptions second = options(split, 40);
   second.resume = true;
   TrainReport resumed = train(second, log);
   ASSERT_EQ(resumed.first_step, 18);
@@ -152,6 +157,78 @@ TEST(Trainer, ResumeContinuesWithBitIdenticalLosses) {
   for (size_t i = 0; i < resumed.losses.size(); ++i)
     EXPECT_EQ(resumed.losses[i], uninterrupted.losses[17 + i]) << "step " << 18 + i;  // bit for bit
   for (auto d : {data, full, split}) fs::remove_all(d);
+}
+
+TEST(Trainer, ResumeContinuesWithBitIdenticalLosses) {
+  check_resume_is_bit_identical("resume", kernels::MatmulBackend::OpenBLAS,
+                                kernels::Precision::F32);
+}
+
+TEST(Trainer, ResumeIsBitIdenticalOnOneDnnAndInBf16) {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (!info.built) GTEST_SKIP() << "built without oneDNN";
+  check_resume_is_bit_identical("resume_dnn", kernels::MatmulBackend::OneDNN,
+                                kernels::Precision::F32);
+  if (!info.bf16) GTEST_SKIP() << "no bf16 units (oneDNN ISA " << info.isa << ")";
+  check_resume_is_bit_identical("resume_bf16", kernels::MatmulBackend::OpenBLAS,
+                                kernels::Precision::BF16);
+}
+
+// Mixed precision against float32 on 300 steps of the copy task (the reference sentence, seed
+// preset). The documented tolerance (docs/training.md): every step's loss within 0.02 + 5% of
+// the float32 run's. Measured when written: at most 0.043 apart (step 16, loss 1.09) and 8.9%
+// (step 45, loss 0.092), about 0.6 of the bound; both end below 0.001 and decode the sentence.
+TEST(Trainer, Bf16LossCurveStaysWithinTheToleranceOfFloat32) {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (!info.built || !info.bf16) GTEST_SKIP() << "no bf16 units (oneDNN ISA " << info.isa << ")";
+  fs::path f32_out = temp_dir("bf16_ref"), bf16_out = temp_dir("bf16");
+  std::ostringstream log;
+  const TrainReport f32 = train(seed_options(f32_out), log);
+  TrainOptions o = seed_options(bf16_out);
+  o.precision = kernels::Precision::BF16;
+  const TrainReport bf16 = train(o, log);
+  ASSERT_EQ(bf16.losses.size(), f32.losses.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < f32.losses.size(); ++i) {
+    EXPECT_LE(std::abs(bf16.losses[i] - f32.losses[i]), 0.02 + 0.05 * f32.losses[i])
+        << "step " << i + 1;
+    differ += bf16.losses[i] != f32.losses[i];
+  }
+  EXPECT_GT(differ, f32.losses.size() / 2);  // bf16 did run: the curves are not the same
+  EXPECT_LT(bf16.losses.back(), 0.01);
+  EXPECT_EQ(bf16.valid.exact_match, 1.0);
+  // The checkpoint is float32 like any other and decodes the sentence.
+  EXPECT_EQ(bf16.valid.hypotheses.at(0), "今天天气很好");
+  EXPECT_NE(log.str().find("matmul: bf16 operands, float32 accumulation, on oneDNN"),
+            std::string::npos)
+      << log.str();
+  for (auto d : {f32_out, bf16_out}) fs::remove_all(d);
+}
+
+// Run by ctest with DNNL_MAX_CPU_ISA=AVX512_CORE (tests/CMakeLists.txt), which makes oneDNN
+// report a CPU without bf16 units: --precision bf16 then says so, naming the ISA oneDNN
+// reports, and trains in float32.
+TEST(MatmulFallback, Bf16WithoutBf16UnitsSaysSoAndTrainsInFloat32) {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (std::getenv("DNNL_MAX_CPU_ISA") == nullptr || !info.built)
+    GTEST_SKIP() << "run by ctest as Trainer.Bf16Fallback, with DNNL_MAX_CPU_ISA set";
+  ASSERT_FALSE(info.bf16) << info.isa;
+  fs::path out = temp_dir("bf16_fallback");
+  std::ostringstream log;
+  TrainOptions o = seed_options(out);
+  o.steps = 20;
+  o.precision = kernels::Precision::BF16;
+  o.matmul = kernels::MatmulBackend::OneDNN;
+  const kernels::MatmulCounts before = kernels::matmul_counts();
+  train(o, log);
+  const kernels::MatmulCounts after = kernels::matmul_counts();
+  EXPECT_NE(log.str().find("--precision bf16 needs a CPU with bfloat16 units"), std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("reports this CPU's best ISA as " + info.isa), std::string::npos);
+  EXPECT_NE(log.str().find("training with onednn in float32 instead"), std::string::npos);
+  EXPECT_EQ(after.onednn_bf16, before.onednn_bf16);
+  EXPECT_GT(after.onednn_f32, before.onednn_f32);
+  fs::remove_all(out);
 }
 
 TEST(Trainer, NonFiniteLossRejectsTheStepAndKeepsTheLastGoodCheckpoint) {

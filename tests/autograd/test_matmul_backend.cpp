@@ -1,0 +1,241 @@
+// The matmul backend layer (autograd/matmul_backend.h): oneDNN float32 gives the product
+// OpenBLAS gives, for every transpose and with padded leading dimensions (read in place), with
+// alpha and beta; bf16 multiplies exactly the bf16-rounded operands with float32 accumulation;
+// primitives are made once per shape; auto routes each shape one way and stays right; the
+// setting is scoped; and the rounding itself is round-to-nearest-even.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "autograd/kernels.h"
+#include "autograd/matmul_backend.h"
+#include "autograd/tensor.h"
+
+namespace seqtape {
+namespace {
+
+using kernels::MatmulBackend;
+using kernels::Precision;
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(Bf16, RoundsToNearestEvenAndKeepsSpecialValues) {
+  using kernels::round_to_bf16;
+  EXPECT_EQ(round_to_bf16(1.0f), 1.0f);
+  EXPECT_EQ(round_to_bf16(-2.5f), -2.5f);
+  // bf16 keeps 8 bits of significand: 1 + 2^-7 is the next value after 1.
+  EXPECT_EQ(round_to_bf16(1.0f + std::ldexp(1.0f, -8)), 1.0f);  // tie: to even (1)
+  EXPECT_EQ(round_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)),
+            1.0f + std::ldexp(1.0f, -6));  // tie: to even (up)
+  EXPECT_EQ(round_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)),
+            1.0f + std::ldexp(1.0f, -7));  // above the tie: up
+  EXPECT_EQ(round_to_bf16(std::numeric_limits<float>::infinity()),
+            std::numeric_limits<float>::infinity());
+  EXPECT_EQ(round_to_bf16(std::numeric_limits<float>::max()),
+            std::numeric_limits<float>::infinity());  // rounds past the largest bf16
+  EXPECT_TRUE(std::isnan(round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(round_to_bf16(from_bits(0x7f800001u))));  // a NaN whose bits round off
+  EXPECT_EQ(round_to_bf16(from_bits(0x00000001u)), 0.0f);          // subnormal: zero
+  EXPECT_TRUE(std::signbit(round_to_bf16(from_bits(0x80000001u))));
+}
+
+TEST(MatmulBackend, NamesParseAndBadNamesSayTheChoices) {
+  for (MatmulBackend b : {MatmulBackend::OpenBLAS, MatmulBackend::OneDNN, MatmulBackend::Auto})
+    EXPECT_EQ(kernels::parse_matmul_backend(kernels::matmul_backend_name(b)), b);
+  EXPECT_EQ(kernels::parse_precision("bf16"), Precision::BF16);
+  EXPECT_EQ(kernels::parse_precision("f32"), Precision::F32);
+  try {
+    kernels::parse_matmul_backend("mkl");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("choose auto, openblas or onednn"), std::string::npos);
+  }
+  EXPECT_THROW(kernels::parse_precision("fp16"), Error);
+}
+
+TEST(MatmulBackend, ProblemsFollowWhatTheBuildAndCpuHave) {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  EXPECT_EQ(kernels::matmul_problem(MatmulBackend::OpenBLAS, Precision::F32), "");
+  EXPECT_EQ(kernels::matmul_problem(MatmulBackend::OneDNN, Precision::F32).empty(), info.built);
+  const std::string bf16 = kernels::matmul_problem(MatmulBackend::OpenBLAS, Precision::BF16);
+  EXPECT_EQ(bf16.empty(), info.built && info.bf16);
+  if (info.built && !info.bf16) {
+    EXPECT_NE(bf16.find(info.isa), std::string::npos) << bf16;
+  }
+  if (!bf16.empty()) {
+    EXPECT_THROW(kernels::set_matmul(MatmulBackend::OpenBLAS, Precision::BF16), Error);
+  }
+}
+
+TEST(MatmulBackend, ScopeRestoresTheSetting) {
+  ASSERT_EQ(kernels::matmul_backend(), MatmulBackend::OpenBLAS);
+  if (!kernels::onednn_info().built) GTEST_SKIP() << "built without oneDNN";
+  {
+    const kernels::MatmulScope s(MatmulBackend::OneDNN, Precision::F32);
+    EXPECT_EQ(kernels::matmul_backend(), MatmulBackend::OneDNN);
+  }
+  EXPECT_EQ(kernels::matmul_backend(), MatmulBackend::OpenBLAS);
+  EXPECT_EQ(kernels::matmul_precision(), Precision::F32);
+}
+
+// One product's operands, stored with padded leading dimensions, and its reference in double
+// from the operands as given (round: after rounding each to bf16).
+struct Case {
+  bool ta, tb;
+  int64_t m, n, k;
+  float alpha, beta;
+  int64_t lda, ldb, ldc;
+  std::vector<float> a, b, c0;
+
+  Case(bool ta_, bool tb_, int64_t m_, int64_t n_, int64_t k_, float alpha_, float beta_, int pad)
+      : ta(ta_), tb(tb_), m(m_), n(n_), k(k_), alpha(alpha_), beta(beta_) {
+    lda = (ta ? m : k) + pad;
+    ldb = (tb ? k : n) + pad;
+    ldc = n + pad;
+    a = values((ta ? k : m) * lda, 0.37);
+    b = values((tb ? n : k) * ldb, 0.61);
+    c0 = values(m * ldc, 0.23);
+  }
+  static std::vector<float> values(int64_t count, double scale) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i)
+      v[static_cast<size_t>(i)] = static_cast<float>(std::sin(scale * static_cast<double>(i + 1)));
+    return v;
+  }
+  float at_a(int64_t i, int64_t p) const { return ta ? a[p * lda + i] : a[i * lda + p]; }
+  float at_b(int64_t p, int64_t j) const { return tb ? b[j * ldb + p] : b[p * ldb + j]; }
+
+  // The product through kernels::gemm<float> as currently set.
+  std::vector<float> run() const {
+    std::vector<float> c = c0;
+    kernels::gemm<float>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+    return c;
+  }
+  // Every element against the double reference, within the float32 summation bound
+  // (k + 2)·2^-24·(Σ|a·b| + |beta·c0|); the padding between rows must be left as it was.
+  void expect_near(const std::vector<float>& c, bool round) const {
+    const double tol = static_cast<double>(k + 2) * std::ldexp(1.0, -24);
+    auto r = [&](float x) { return static_cast<double>(round ? kernels::round_to_bf16(x) : x); };
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          sum += r(at_a(i, p)) * r(at_b(p, j));
+          mag += std::abs(r(at_a(i, p)) * r(at_b(p, j)));
+        }
+        const double c_old = c0[static_cast<size_t>(i * ldc + j)];
+        const double want = alpha * sum + beta * c_old;
+        ASSERT_NEAR(c[static_cast<size_t>(i * ldc + j)], want,
+                    tol * (std::abs(alpha) * mag + std::abs(beta * c_old)) + 1e-30)
+            << "C[" << i << "," << j << "] ta " << ta << " tb " << tb << " " << m << "x" << n << "x"
+            << k;
+      }
+      for (int64_t j = n; j < ldc; ++j)
+        ASSERT_EQ(c[static_cast<size_t>(i * ldc + j)], c0[static_cast<size_t>(i * ldc + j)]);
+    }
+  }
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {64, 48, 33}, {130, 70, 257}, {1, 96, 64}};
+  for (const auto& s : shapes)
+    for (int t = 0; t < 4; ++t)
+      for (int pad : {0, 3}) {
+        const float beta = pad == 0 ? 0.f : (t % 2 ? 1.f : 0.25f);
+        const float alpha = t == 3 ? 0.5f : 1.f;
+        all.emplace_back(t & 1, t & 2, s[0], s[1], s[2], alpha, beta, pad);
+      }
+  return all;
+}
+
+TEST(MatmulBackend, OneDnnFloat32GivesOpenBlasProductForEveryLayout) {
+  if (!kernels::onednn_info().built) GTEST_SKIP() << "built without oneDNN";
+  for (const Case& c : cases()) {
+    const std::vector<float> blas = c.run();
+    c.expect_near(blas, false);
+    const kernels::MatmulCounts before = kernels::matmul_counts();
+    std::vector<float> dnn;
+    {
+      const kernels::MatmulScope s(MatmulBackend::OneDNN, Precision::F32);
+      dnn = c.run();
+    }
+    EXPECT_EQ(kernels::matmul_counts().onednn_f32, before.onednn_f32 + 1);
+    c.expect_near(dnn, false);
+  }
+}
+
+TEST(MatmulBackend, Bf16MultipliesTheRoundedOperandsInFloat32) {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (!info.built || !info.bf16) GTEST_SKIP() << "no bf16 units (oneDNN ISA " << info.isa << ")";
+  double far_from_f32 = 0;
+  for (const Case& c : cases()) {
+    const kernels::MatmulCounts before = kernels::matmul_counts();
+    std::vector<float> got;
+    {
+      const kernels::MatmulScope s(MatmulBackend::OpenBLAS, Precision::BF16);
+      got = c.run();
+    }
+    EXPECT_EQ(kernels::matmul_counts().onednn_bf16, before.onednn_bf16 + 1);
+    // Rounded operands, float32 sums: as close to the rounded product as float32 is to exact.
+    c.expect_near(got, true);
+    const std::vector<float> f32 = c.run();
+    for (size_t i = 0; i < got.size(); ++i)
+      far_from_f32 = std::max(far_from_f32, std::abs(static_cast<double>(got[i]) - f32[i]));
+  }
+  EXPECT_GT(far_from_f32, 1e-3);  // the operands really were rounded (8-bit significands)
+}
+
+TEST(MatmulBackend, PrimitivesAreMadeOncePerShape) {
+  if (!kernels::onednn_info().built) GTEST_SKIP() << "built without oneDNN";
+  const kernels::MatmulScope s(MatmulBackend::OneDNN, Precision::F32);
+  const Case c(false, true, 37, 29, 19, 1.f, 0.f, 0);
+  c.run();
+  const int64_t made = kernels::matmul_counts().primitives;
+  for (int i = 0; i < 5; ++i) c.run();
+  EXPECT_EQ(kernels::matmul_counts().primitives, made);
+  const Case other(false, true, 38, 29, 19, 1.f, 0.f, 0);
+  other.run();
+  EXPECT_EQ(kernels::matmul_counts().primitives, made + 1);
+}
+
+TEST(MatmulBackend, AutoRoutesEachShapeOneWayAndStaysRight) {
+  if (!kernels::onednn_info().built) GTEST_SKIP() << "built without oneDNN";
+  const kernels::MatmulScope s(MatmulBackend::Auto, Precision::F32);
+  for (const Case& c : cases()) {
+    c.run();  // timed and decided here
+    const kernels::MatmulCounts before = kernels::matmul_counts();
+    const std::vector<float> got = c.run();
+    const kernels::MatmulCounts after = kernels::matmul_counts();
+    EXPECT_EQ((after.openblas - before.openblas) + (after.onednn_f32 - before.onednn_f32), 1);
+    const std::vector<float> again = c.run();
+    const kernels::MatmulCounts third = kernels::matmul_counts();
+    EXPECT_EQ(third.openblas - after.openblas, after.openblas - before.openblas);  // same route
+    EXPECT_EQ(got, again);
+    c.expect_near(got, false);
+  }
+}
+
+TEST(MatmulBackend, Float64StaysOnOpenBlas) {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (!info.built || !info.bf16) GTEST_SKIP() << "no bf16 units";
+  const kernels::MatmulScope s(MatmulBackend::OneDNN, Precision::BF16);
+  const double a[4] = {1 + 1e-9, 2, 3, 4}, b[4] = {1, 0, 0, 1};
+  double c[4] = {};
+  const kernels::MatmulCounts before = kernels::matmul_counts();
+  kernels::gemm<double>(false, false, 2, 2, 2, 1.0, a, 2, b, 2, 0.0, c, 2);
+  EXPECT_EQ(c[0], 1 + 1e-9);  // not rounded to bf16 or float
+  EXPECT_EQ(kernels::matmul_counts().onednn_bf16, before.onednn_bf16);
+}
+
+}  // namespace
+}  // namespace seqtape
