@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "autograd/matmul_backend.h"
 
@@ -51,16 +52,19 @@ class SmallGemmThreads {
 };
 }  // namespace
 
-template <>
-void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // BLAS would leave C untouched for beta = 1; make beta = 0 mean zeros too
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
-    return;
-  }
-  if (detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+namespace {
+// C = beta·C for an empty product (k = 0): BLAS would leave C untouched for beta = 1 and
+// ignore beta = 0; here beta = 0 means zeros too.
+template <typename T>
+void scale_only(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+}
+}  // namespace
+
+void detail::gemm_openblas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                           const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                           float* c, int64_t ldc) {
   detail::count_openblas_gemm();
   SmallGemmThreads threads(m, n, k);
   cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<blasint>(m), static_cast<blasint>(n),
@@ -69,19 +73,46 @@ void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 }
 
 template <>
+void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_only(m, n, beta, c, ldc);
+  if (detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, GemmBatch{}))
+    return;
+  detail::gemm_openblas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <>
 void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
                   int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0. ? 0. : beta * c[i * ldc + j];
-    return;
-  }
+  if (k == 0) return scale_only(m, n, beta, c, ldc);
   SmallGemmThreads threads(m, n, k);
   cblas_dgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<blasint>(m), static_cast<blasint>(n),
               static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
+
+template <typename T>
+void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                  int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+                  const GemmBatch& bt) {
+  if (bt.n0 <= 0 || bt.n1 <= 0 || m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (k > 0 && detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt))
+      return;
+  }
+  for (int64_t i = 0; i < bt.n0; ++i)
+    for (int64_t j = 0; j < bt.n1; ++j)
+      gemm<T>(ta, tb, m, n, k, alpha, a + i * bt.sa0 + j * bt.sa1, lda, b + i * bt.sb0 + j * bt.sb1,
+              ldb, beta, c + i * bt.sc0 + j * bt.sc1, ldc);
+}
+template void gemm_batched<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*,
+                                  int64_t, const float*, int64_t, float, float*, int64_t,
+                                  const GemmBatch&);
+template void gemm_batched<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*,
+                                   int64_t, const double*, int64_t, double, double*, int64_t,
+                                   const GemmBatch&);
 
 template <>
 void vec_mat<float>(int64_t k, int64_t n, float alpha, const float* x, const float* w, float beta,

@@ -10,13 +10,35 @@
 
 namespace seqtape::kernels {
 
-// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, through CBLAS (sgemm / dgemm). Gemms under
+// C[M,N] = alpha·op(A)·op(B) + beta·C, row-major, through CBLAS (sgemm / dgemm), or for float
+// through oneDNN when autograd/matmul_backend.h says so. Gemms under
 // 2^27 FLOPs run on one OpenBLAS thread (see kernels.cpp for the measurements); the switch sets
 // OpenBLAS's process-wide thread count around the call, so gemm must not be called from two
 // threads at once (nothing in seqtape does; a threaded server would need another way).
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+// The same product over a batch with up to two axes, n0 × n1 products (batch × heads, say):
+// product (i, j) reads A at a + i·sa0 + j·sa1 and B at b + i·sb0 + j·sb1 and writes C at
+// c + i·sc0 + j·sc1. The C blocks must not overlap; a stride of 0 on A or B uses one matrix
+// for the whole axis. OpenBLAS runs one gemm per product, oneDNN one batched primitive
+// (autograd/matmul_backend.h).
+struct GemmBatch {
+  int64_t n0 = 1, n1 = 1;
+  int64_t sa0 = 0, sa1 = 0, sb0 = 0, sb1 = 0, sc0 = 0, sc1 = 0;
+};
+template <typename T>
+void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                  int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+                  const GemmBatch& batch);
+
+namespace detail {
+// kernels::gemm<float> on OpenBLAS, whatever the backend setting.
+void gemm_openblas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                   int64_t ldc);
+}  // namespace detail
 
 // y[N] = alpha·x[K]·W[K,N] + beta·y (a row vector times a row-major matrix), CBLAS gemv.
 template <typename T>

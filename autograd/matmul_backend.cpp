@@ -3,6 +3,7 @@
 #include "autograd/matmul_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "autograd/kernels.h"
@@ -128,7 +130,7 @@ std::string onednn_impl_name(int64_t, int64_t, int64_t, bool) {
 }
 
 bool detail::gemm_f32_routed(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                             const float*, int64_t, float, float*, int64_t) {
+                             const float*, int64_t, float, float*, int64_t, const GemmBatch&) {
   return false;
 }
 
@@ -189,47 +191,86 @@ struct Product {
   std::string impl;
 };
 
-using ProductKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                              float, float, bool, int>;
+// A float gemm as kernels::gemm / gemm_batched describe it.
+struct Gemm {
+  bool ta, tb;
+  int64_t m, n, k;
+  float alpha;
+  const float* a;
+  int64_t lda;
+  const float* b;
+  int64_t ldb;
+  float beta;
+  float* c;
+  int64_t ldc;
+  GemmBatch batch;
+};
 
+// Everything a primitive depends on: layouts, strides, scales, operand type, threads.
+using ProductKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                              float, float, bool, int, std::array<int64_t, 8> >;
+
+std::array<int64_t, 8> batch_key(const GemmBatch& bt) {
+  return {bt.n0, bt.n1, bt.sa0, bt.sa1, bt.sb0, bt.sb1, bt.sc0, bt.sc1};
+}
+
+bool batched(const GemmBatch& bt) {
+  return bt.n0 * bt.n1 > 1;
+}
+
+// A matrix operand's description: [rows, cols] (the op's view, e.g. op(A) is [M, K]) stored
+// row-major with leading dimension ld, transposed when t; batched operands get two leading
+// batch axes (size 1, broadcast, where the stride is 0).
+dnnl::memory::desc operand(int64_t rows, int64_t cols, bool t, int64_t ld,
+                           dnnl::memory::data_type dt, const GemmBatch& bt, int64_t s0,
+                           int64_t s1) {
+  const int64_t rs = t ? 1 : ld, cs = t ? ld : 1;
+  if (!batched(bt)) return dnnl::memory::desc({rows, cols}, dt, dnnl::memory::dims{rs, cs});
+  return dnnl::memory::desc(
+      {s0 || bt.n0 == 1 ? bt.n0 : 1, s1 || bt.n1 == 1 ? bt.n1 : 1, rows, cols}, dt,
+      dnnl::memory::dims{s0, s1, rs, cs});
+}
+
+// oneDNN's side of this thread: its own stream and primitives (a primitive may run on several
+// threads at once, but a stream and the cached memory objects may not), so gemms on different
+// threads never share state.
 class OneDnn {
  public:
   OneDnn() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
 
-  // C = alpha·op(A)·op(B) + beta·C; A and B float32 (bf16: already rounded into dense bf16
-  // copies laid out like op's storage with leading dimensions lda, ldb).
-  void run(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
-           int64_t lda, const void* b, int64_t ldb, float beta, float* c, int64_t ldc, bool bf16) {
-    const int threads = onednn_threads(m, n, k);
+  // g's product; bf16: g.a and g.b point at bf16 copies laid out as g describes.
+  void run(const Gemm& g, bool bf16) {
+    const int threads = onednn_threads(g.m, g.n, g.k * g.batch.n0 * g.batch.n1);
     omp_set_num_threads(threads);
-    Product& p = product({ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, bf16, threads});
-    p.src.set_data_handle(const_cast<void*>(a));
-    p.wei.set_data_handle(const_cast<void*>(b));
-    p.dst.set_data_handle(c);
+    Product& p = product({g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta, bf16,
+                          threads, batch_key(g.batch)});
+    p.src.set_data_handle(const_cast<float*>(g.a));
+    p.wei.set_data_handle(const_cast<float*>(g.b));
+    p.dst.set_data_handle(g.c);
     p.prim.execute(stream_,
                    {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}});
     stream_.wait();
   }
 
   std::string impl(int64_t m, int64_t n, int64_t k, bool bf16) {
-    return product({false, false, m, n, k, k, n, n, 1.f, 0.f, bf16, onednn_threads(m, n, k)}).impl;
+    return product({false, false, m, n, k, k, n, n, 1.f, 0.f, bf16, onednn_threads(m, n, k),
+                    batch_key(GemmBatch{})})
+        .impl;
   }
 
  private:
   Product& product(const ProductKey& key) {
-    std::lock_guard<std::mutex> lock(mu_);
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     // Shapes vary with the batch's sequence lengths: bound the cache (oneDNN keeps its own
     // cache of kernels too, so a rebuilt primitive is cheap).
     if (cache_.size() >= 1024) cache_.clear();
-    const auto [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, bf16, threads] = key;
+    const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, bf16, threads, bk] = key;
+    const GemmBatch bt{bk[0], bk[1], bk[2], bk[3], bk[4], bk[5], bk[6], bk[7]};
     using dt = dnnl::memory::data_type;
     const dt in = bf16 ? dt::bf16 : dt::f32;
-    const dnnl::memory::desc src({m, k}, in,
-                                 ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
-    const dnnl::memory::desc wei({k, n}, in,
-                                 tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
-    const dnnl::memory::desc dst({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});
+    const dnnl::memory::desc src = operand(m, k, ta, lda, in, bt, bt.sa0, bt.sa1);
+    const dnnl::memory::desc wei = operand(k, n, tb, ldb, in, bt, bt.sb0, bt.sb1);
+    const dnnl::memory::desc dst = operand(m, n, false, ldc, dt::f32, bt, bt.sc0, bt.sc1);
     dnnl::primitive_attr attr;
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
     if (beta != 0.f) {
@@ -247,12 +288,11 @@ class OneDnn {
 
   dnnl::engine engine_;
   dnnl::stream stream_;
-  std::mutex mu_;
   std::map<ProductKey, Product> cache_;
 };
 
 OneDnn& onednn() {
-  static OneDnn instance;
+  thread_local OneDnn instance;
   return instance;
 }
 
@@ -273,38 +313,61 @@ __attribute__((target("avx512f,avx512bf16"))) void floats_to_bf16(const float* x
   }
 }
 
-// A [rows, cols] float block with row stride ld, rounded to bf16 into a dense [rows, cols].
-void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, std::vector<uint16_t>& out) {
-  out.resize(static_cast<size_t>(rows * cols));
-  if (ld == cols) return floats_to_bf16(x, rows * cols, out.data());
-  for (int64_t r = 0; r < rows; ++r) floats_to_bf16(x + r * ld, cols, out.data() + r * cols);
+// Operand blocks [rows, cols] (row stride ld) of every product of the batch, at x + i·s0 + j·s1,
+// rounded to bf16 into out, dense and one after the other (a broadcast operand, stride 0, once).
+// Returns the batch strides of the copy.
+std::pair<int64_t, int64_t> to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld,
+                                    const GemmBatch& bt, int64_t s0, int64_t s1,
+                                    std::vector<uint16_t>& out) {
+  const int64_t n0 = s0 ? bt.n0 : 1, n1 = s1 ? bt.n1 : 1, block = rows * cols;
+  out.resize(static_cast<size_t>(n0 * n1 * block));
+  for (int64_t i = 0; i < n0; ++i)
+    for (int64_t j = 0; j < n1; ++j) {
+      const float* xb = x + i * s0 + j * s1;
+      uint16_t* yb = out.data() + (i * n1 + j) * block;
+      if (ld == cols)
+        floats_to_bf16(xb, block, yb);
+      else
+        for (int64_t r = 0; r < rows; ++r) floats_to_bf16(xb + r * ld, cols, yb + r * cols);
+    }
+  return {s0 ? n1 * block : 0, s1 ? block : 0};
 }
 
-void run_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-              int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void run_bf16(const Gemm& g) {
   thread_local std::vector<uint16_t> a16, b16;
   // Stored A is [M,K] (or [K,M] transposed), stored B [K,N] (or [N,K]): copied dense.
-  to_bf16(a, ta ? k : m, ta ? m : k, lda, a16);
-  to_bf16(b, tb ? n : k, tb ? k : n, ldb, b16);
-  onednn().run(ta, tb, m, n, k, alpha, a16.data(), ta ? m : k, b16.data(), tb ? k : n, beta, c, ldc,
-               true);
+  Gemm h = g;
+  std::tie(h.batch.sa0, h.batch.sa1) = to_bf16(g.a, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda,
+                                               g.batch, g.batch.sa0, g.batch.sa1, a16);
+  std::tie(h.batch.sb0, h.batch.sb1) = to_bf16(g.b, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb,
+                                               g.batch, g.batch.sb0, g.batch.sb1, b16);
+  h.a = reinterpret_cast<const float*>(a16.data());
+  h.b = reinterpret_cast<const float*>(b16.data());
+  h.lda = g.ta ? g.m : g.k;
+  h.ldb = g.tb ? g.k : g.n;
+  onednn().run(h, true);
   g_onednn_bf16.fetch_add(1, std::memory_order_relaxed);
 }
 
-// auto: per shape, the faster of OpenBLAS and oneDNN float32, timed the first time the shape
-// is seen (best of 3 each, on scratch outputs) and remembered for the process.
-using ShapeKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t>;
-
-bool auto_picks_onednn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                       int64_t lda, const float* b, int64_t ldb, int64_t ldc) {
+// auto: per product shape, the faster of OpenBLAS and oneDNN float32, timed the first time it
+// is seen (best of 3 each, on a scratch output) and remembered for the process.
+bool auto_picks_onednn(const Gemm& g) {
+  using ShapeKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                              std::array<int64_t, 8> >;
   static std::mutex mu;
   static std::map<ShapeKey, bool> table;
-  const ShapeKey key{ta, tb, m, n, k, lda, ldb};
+  const ShapeKey key{g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, batch_key(g.batch)};
   {
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = table.find(key); it != table.end()) return it->second;
   }
-  std::vector<float> scratch(static_cast<size_t>(m * ldc));
+  const GemmBatch& bt = g.batch;
+  const int64_t extent = (bt.n0 - 1) * bt.sc0 + (bt.n1 - 1) * bt.sc1 + g.m * g.ldc;
+  std::vector<float> scratch(static_cast<size_t>(extent));
+  Gemm t = g;
+  t.c = scratch.data();
+  t.alpha = 1.f;
+  t.beta = 0.f;
   auto best_of = [&](auto&& f) {
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
@@ -316,15 +379,31 @@ bool auto_picks_onednn(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const 
     return best;
   };
   const double blas = best_of([&] {
-    MatmulScope only_blas(MatmulBackend::OpenBLAS, Precision::F32);
-    gemm<float>(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, scratch.data(), ldc);
+    for (int64_t i = 0; i < bt.n0; ++i)
+      for (int64_t j = 0; j < bt.n1; ++j)
+        detail::gemm_openblas(t.ta, t.tb, t.m, t.n, t.k, 1.f, t.a + i * bt.sa0 + j * bt.sa1, t.lda,
+                              t.b + i * bt.sb0 + j * bt.sb1, t.ldb, 0.f,
+                              t.c + i * bt.sc0 + j * bt.sc1, t.ldc);
   });
-  const double dnn = best_of(
-      [&] { onednn().run(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, scratch.data(), ldc, false); });
+  const double dnn = best_of([&] { onednn().run(t, false); });
   const bool pick = dnn < blas;
   std::lock_guard<std::mutex> lock(mu);
   table[key] = pick;
   return pick;
+}
+
+bool routed(const Gemm& g) {
+  const MatmulBackend backend = g_backend;
+  if (g_precision == Precision::BF16) {
+    run_bf16(g);
+    return true;
+  }
+  if (backend == MatmulBackend::OpenBLAS ||
+      (backend == MatmulBackend::Auto && !auto_picks_onednn(g)))
+    return false;
+  onednn().run(g, false);
+  g_onednn_f32.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace
@@ -351,18 +430,8 @@ std::string onednn_impl_name(int64_t m, int64_t n, int64_t k, bool bf16) {
 
 bool detail::gemm_f32_routed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                              const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                             float* c, int64_t ldc) {
-  const MatmulBackend backend = g_backend;
-  if (g_precision == Precision::BF16) {
-    run_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return true;
-  }
-  if (backend == MatmulBackend::OpenBLAS ||
-      (backend == MatmulBackend::Auto && !auto_picks_onednn(ta, tb, m, n, k, a, lda, b, ldb, ldc)))
-    return false;
-  onednn().run(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, false);
-  g_onednn_f32.fetch_add(1, std::memory_order_relaxed);
-  return true;
+                             float* c, int64_t ldc, const GemmBatch& batch) {
+  return routed({ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch});
 }
 
 #endif

@@ -225,6 +225,66 @@ TEST(MatmulBackend, AutoRoutesEachShapeOneWayAndStaysRight) {
   }
 }
 
+// Batched products laid out as attention reads its heads: Q [B, Tq, C] and K [B, Tk, C] with
+// head h in columns h·Dh..; scores [B, H, Tq, Tk] dense. Every backend and precision that runs
+// here against a double reference per product (bf16: of the rounded operands).
+TEST(MatmulBackend, BatchedProductsReadHeadsInPlaceOnEveryBackend) {
+  const int64_t B = 3, H = 2, Tq = 5, Tk = 7, Dh = 4, C = H * Dh;
+  const std::vector<float> q = Case::values(B * Tq * C, 0.41), k = Case::values(B * Tk * C, 0.29),
+                           w = Case::values(Dh * Tk, 0.17);
+  struct Layout {
+    bool tb;
+    const float* b;
+    int64_t ldb, sb0, sb1;
+  };
+  // Q·Kᵀ per head; and Q·W with one W for every product (stride 0: broadcast).
+  const Layout layouts[] = {{true, k.data(), C, Tk * C, Dh}, {false, w.data(), Tk, 0, 0}};
+  struct Mode {
+    MatmulBackend backend;
+    Precision precision;
+  };
+  for (const Mode mode :
+       {Mode{MatmulBackend::OpenBLAS, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::F32},
+        Mode{MatmulBackend::Auto, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::BF16}}) {
+    if (!kernels::matmul_problem(mode.backend, mode.precision).empty()) continue;
+    const bool round = mode.precision == Precision::BF16;
+    auto r = [&](float x) { return static_cast<double>(round ? kernels::round_to_bf16(x) : x); };
+    for (const Layout& l : layouts) {
+      std::vector<float> scores(static_cast<size_t>(B * H * Tq * Tk), 9.f);
+      const kernels::GemmBatch bt{B, H, Tq * C, Dh, l.sb0, l.sb1, H * Tq * Tk, Tq * Tk};
+      const kernels::MatmulCounts before = kernels::matmul_counts();
+      {
+        const kernels::MatmulScope s(mode.backend, mode.precision);
+        kernels::gemm_batched<float>(false, l.tb, Tq, Tk, Dh, 0.5f, q.data(), C, l.b, l.ldb, 0.f,
+                                     scores.data(), Tk, bt);
+      }
+      const kernels::MatmulCounts after = kernels::matmul_counts();
+      if (mode.backend == MatmulBackend::OpenBLAS && !round)
+        EXPECT_EQ(after.openblas - before.openblas, B * H);  // one gemm per product
+      if (mode.backend == MatmulBackend::OneDNN)             // one primitive for the batch
+        EXPECT_EQ(after.onednn_f32 + after.onednn_bf16 - before.onednn_f32 - before.onednn_bf16, 1);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < Tq; ++i)
+            for (int64_t j = 0; j < Tk; ++j) {
+              double want = 0, mag = 0;
+              for (int64_t p = 0; p < Dh; ++p) {
+                const float qv = q[static_cast<size_t>(b * Tq * C + i * C + h * Dh + p)];
+                const float bv = l.b[l.tb ? b * l.sb0 + h * l.sb1 + j * l.ldb + p
+                                          : b * l.sb0 + h * l.sb1 + p * l.ldb + j];
+                want += 0.5 * r(qv) * r(bv);
+                mag += std::abs(0.5 * r(qv) * r(bv));
+              }
+              ASSERT_NEAR(scores[static_cast<size_t>(((b * H + h) * Tq + i) * Tk + j)], want,
+                          static_cast<double>(Dh + 2) * std::ldexp(1.0, -24) * mag)
+                  << kernels::matmul_backend_name(mode.backend) << " "
+                  << kernels::precision_name(mode.precision) << " tb " << l.tb << " b " << b
+                  << " h " << h << " i " << i << " j " << j;
+            }
+    }
+  }
+}
+
 TEST(MatmulBackend, Float64StaysOnOpenBlas) {
   const kernels::OneDnnInfo& info = kernels::onednn_info();
   if (!info.built || !info.bf16) GTEST_SKIP() << "no bf16 units";
