@@ -259,10 +259,12 @@ TEST(MatmulBackend, BatchedProductsReadHeadsInPlaceOnEveryBackend) {
                                      scores.data(), Tk, bt);
       }
       const kernels::MatmulCounts after = kernels::matmul_counts();
-      if (mode.backend == MatmulBackend::OpenBLAS && !round)
+      if (mode.backend == MatmulBackend::OpenBLAS && !round) {
         EXPECT_EQ(after.openblas - before.openblas, B * H);  // one gemm per product
-      if (mode.backend == MatmulBackend::OneDNN)             // one primitive for the batch
+      }
+      if (mode.backend == MatmulBackend::OneDNN) {  // one primitive for the batch
         EXPECT_EQ(after.onednn_f32 + after.onednn_bf16 - before.onednn_f32 - before.onednn_bf16, 1);
+      }
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < H; ++h)
           for (int64_t i = 0; i < Tq; ++i)
