@@ -359,6 +359,19 @@ void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
   for (int64_t c = 0; c < chunks; ++c) task(ctx, c);
 }
 
+// Work below this (items × cost per item, about one vectorized float operation each: 2^16 is
+// some 10-30 µs on one core) stays on the calling thread. Measured on the 2-core machine with
+// bench_train (see parallel_range_chunks' callers): TODO
+constexpr double kParallelWork = 65536.0;
+
+int64_t parallel_range_chunks(int64_t n, double cost) {
+  if (n < 2 || double(n) * cost < kParallelWork) return 1;
+  const int threads = gemm_nt_rowwise_threads();
+  // A few chunks per thread, so that a helper that starts late (asleep, or its core busy with
+  // another process) leaves the caller little to wait for.
+  return threads > 1 ? std::min<int64_t>(n, 4 * threads) : 1;
+}
+
 int gemm_nt_rowwise_threads() {
   const int set = g_threads.load(std::memory_order_relaxed);
   // (hardware_concurrency reads /sys on every call: once is enough)
