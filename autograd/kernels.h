@@ -56,12 +56,16 @@ int gemm_nt_rowwise_threads();
 // them; gemm_nt_rowwise_threads()), each chunk wholly on one thread; returns when all are done.
 // Serial when one thread is set or another call is running on them. Tasks must not depend on
 // which thread runs them or in what order (a chunk may itself call gemm_nt_rowwise: that call
-// then runs on its own thread).
-void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx);
+// then runs on its own thread). After the call the helper threads poll for the next one for a
+// while (Idle::Poll: calls tens of µs apart, like a decoder step's) or sleep at once
+// (Idle::Sleep: work between BLAS calls, which want the cores).
+enum class Idle { Poll, Sleep };
+void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx,
+                     Idle idle = Idle::Poll);
 template <typename F>
-void parallel_for(int64_t chunks, F& f) {
+void parallel_for(int64_t chunks, F& f, Idle idle = Idle::Poll) {
   parallel_chunks(
-      chunks, [](void* p, int64_t c) { (*static_cast<F*>(p))(c); }, &f);
+      chunks, [](void* p, int64_t c) { (*static_cast<F*>(p))(c); }, &f, idle);
 }
 
 // f(begin, end) over [0, n), split into ranges on the pool's threads (parallel_for) when the
@@ -85,7 +89,7 @@ void parallel_range(int64_t n, double cost, F&& f) {
     return;
   }
   auto task = [&f, n, chunks](int64_t c) { f(n * c / chunks, n * (c + 1) / chunks); };
-  parallel_for(chunks, task);
+  parallel_for(chunks, task, Idle::Sleep);
 }
 
 // d[j] += Σ_i f(i, j) over rows i < R in increasing i, for each column j < C: split by columns

@@ -94,7 +94,9 @@ TEST(FlatParams, EveryOptimizerGivesTheSameBitsAsSeparateTensors) {
 TEST(FlatParams, UpdateAndGradientNormGiveTheSameBitsOnOneAndTwoThreads) {
   auto train = [](int threads) {
     kernels::gemm_nt_rowwise_set_threads(threads);
-    if (threads > 1) EXPECT_GT(kernels::parallel_range_chunks(300000, kernels::kCostSimple), 1);
+    if (threads > 1) {
+      EXPECT_GT(kernels::parallel_range_chunks(300000, kernels::kCostSimple), 1);
+    }
     Rng r(5);
     auto rnd = [&](Shape s) {
       Tensor t(s, DType::F32);
