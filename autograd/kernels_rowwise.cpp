@@ -13,7 +13,9 @@
 // Threads: a call big enough (kSplitFlops) splits its outputs into chunks of a multiple of 8
 // that the caller and persistent helper threads claim one at a time; an output is computed by
 // exactly one thread with the block code above, so threads never change a bit. The same
-// helpers run parallel_chunks() for other row-independent work (the decoder's attention).
+// helpers run parallel_chunks() for other row-independent work (the decoder's attention) and
+// parallel_range() for the training step's non-BLAS ops (elementwise, LayerNorm, softmax,
+// cross-entropy, Adam, the gradient norm): one thread budget, the BLAS thread count.
 //
 // Dimension key: M rows of X, N outputs (rows of W), K the shared inner dimension.
 #include <algorithm>
