@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "autograd/matmul_backend.h"
 
@@ -141,100 +142,123 @@ void mat_vec<double>(int64_t m, int64_t k, double alpha, const double* a, int64_
               a, static_cast<blasint>(lda), x, 1, beta, y, 1);
 }
 
+// The row and element loops below go through parallel_range: rows (or elements) are split over
+// the pool when there are enough of them, and each is computed as on one thread.
+
 template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
-    if (mx == -std::numeric_limits<T>::infinity()) {  // fully masked row: no probability mass
-      std::fill_n(yr, cols, T(0));
-      continue;
+  parallel_range(rows, double(cols) * kCostTranscendental, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
+      if (mx == -std::numeric_limits<T>::infinity()) {  // fully masked row: no probability mass
+        std::fill_n(yr, cols, T(0));
+        continue;
+      }
+      T s = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        yr[c] = std::exp(xr[c] - mx);
+        s += yr[c];
+      }
+      T inv = T(1) / s;
+      for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
     }
-    T s = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      yr[c] = std::exp(xr[c] - mx);
-      s += yr[c];
-    }
-    T inv = T(1) / s;
-    for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
-  }
+  });
 }
 
 template <typename T>
 void log_softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    T mx = -std::numeric_limits<T>::infinity();
-    for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
-    if (mx == -std::numeric_limits<T>::infinity()) {
-      std::fill_n(yr, cols, -std::numeric_limits<T>::infinity());
-      continue;
+  parallel_range(rows, double(cols) * kCostTranscendental, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
+      if (mx == -std::numeric_limits<T>::infinity()) {
+        std::fill_n(yr, cols, -std::numeric_limits<T>::infinity());
+        continue;
+      }
+      T s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - mx);
+      T lse = mx + std::log(s);
+      for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
     }
-    T s = 0;
-    for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - mx);
-    T lse = mx + std::log(s);
-    for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
-  }
+  });
 }
 
 template <typename T>
 void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
                      int64_t rows, int64_t cols, double eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    const T m = row_sum<T>(cols, [xr](int64_t c) { return xr[c]; }) / static_cast<T>(cols);
-    const T v = row_sum<T>(cols, [xr, m](int64_t c) { return (xr[c] - m) * (xr[c] - m); }) /
-                static_cast<T>(cols);
-    T rs = T(1) / std::sqrt(v + static_cast<T>(eps));
-    for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
-    if (mean) mean[r] = m;
-    if (rstd) rstd[r] = rs;
-  }
+  parallel_range(rows, double(cols) * 4 * kCostSimple, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+      const T m = row_sum<T>(cols, [xr](int64_t c) { return xr[c]; }) / static_cast<T>(cols);
+      const T v = row_sum<T>(cols, [xr, m](int64_t c) { return (xr[c] - m) * (xr[c] - m); }) /
+                  static_cast<T>(cols);
+      T rs = T(1) / std::sqrt(v + static_cast<T>(eps));
+      for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+      if (mean) mean[r] = m;
+      if (rstd) rstd[r] = rs;
+    }
+  });
 }
 
 template <typename T>
 void add_row_bias(T* y, const T* b, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* yr = y + r * cols;
-    for (int64_t c = 0; c < cols; ++c) yr[c] += b[c];
-  }
+  parallel_range(rows, double(cols) * kCostSimple, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* yr = y + r * cols;
+      for (int64_t c = 0; c < cols; ++c) yr[c] += b[c];
+    }
+  });
 }
 
 template <typename T>
 void activate(const T* x, T* y, int64_t n, Act act) {
-  switch (act) {
-    case Act::Relu:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
-      break;
-    case Act::Tanh:
-      for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
-      break;
-    case Act::Gelu:
-      for (int64_t i = 0; i < n; ++i)
-        y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * static_cast<T>(M_SQRT1_2)));
-      break;
-  }
+  const double cost = act == Act::Relu ? kCostSimple : kCostTranscendental;
+  parallel_range(n, cost, [&](int64_t i0, int64_t i1) {
+    switch (act) {
+      case Act::Relu:
+        for (int64_t i = i0; i < i1; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+        break;
+      case Act::Tanh:
+        for (int64_t i = i0; i < i1; ++i) y[i] = std::tanh(x[i]);
+        break;
+      case Act::Gelu:
+        for (int64_t i = i0; i < i1; ++i)
+          y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * static_cast<T>(M_SQRT1_2)));
+        break;
+    }
+  });
 }
 
 template <typename T>
 double sum_squares(const T* x, int64_t n) {
-  double total = 0;
-  for (int64_t i = 0; i < n; i += 256) {
-    const int64_t e = std::min<int64_t>(n, i + 256);
-    T block = 0;
-    for (int64_t j = i; j < e; ++j) block += x[j] * x[j];
-    if (!std::isfinite(block)) {  // overflowed T (or a NaN/Inf element): redo it in double
-      double d = 0;
-      for (int64_t j = i; j < e; ++j) d += static_cast<double>(x[j]) * static_cast<double>(x[j]);
-      total += d;
-      continue;
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  // Each block's sum, on whichever thread, then the blocks in order: the same bits as one loop.
+  thread_local std::vector<double> part;  // (grows to the largest call once, then no allocation)
+  if (static_cast<int64_t>(part.size()) < blocks) part.resize(static_cast<size_t>(blocks));
+  double* pp = part.data();
+  parallel_range(blocks, kBlock * kCostSimple, [x, n, pp](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t i = b * kBlock, e = std::min<int64_t>(n, i + kBlock);
+      T block = 0;
+      for (int64_t j = i; j < e; ++j) block += x[j] * x[j];
+      if (!std::isfinite(block)) {  // overflowed T (or a NaN/Inf element): redo it in double
+        double d = 0;
+        for (int64_t j = i; j < e; ++j) d += static_cast<double>(x[j]) * static_cast<double>(x[j]);
+        pp[b] = d;
+        continue;
+      }
+      pp[b] = static_cast<double>(block);
     }
-    total += static_cast<double>(block);
-  }
+  });
+  double total = 0;
+  for (int64_t b = 0; b < blocks; ++b) total += pp[b];
   return total;
 }
 

@@ -78,12 +78,51 @@ int gemm_nt_rowwise_threads();
 // them; gemm_nt_rowwise_threads()), each chunk wholly on one thread; returns when all are done.
 // Serial when one thread is set or another call is running on them. Tasks must not depend on
 // which thread runs them or in what order (a chunk may itself call gemm_nt_rowwise: that call
-// then runs on its own thread).
-void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx);
+// then runs on its own thread). After the call the helper threads poll for the next one for a
+// while (Idle::Poll: calls tens of µs apart, like a decoder step's) or sleep at once
+// (Idle::Sleep: work between BLAS calls, which want the cores).
+enum class Idle { Poll, Sleep };
+void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx,
+                     Idle idle = Idle::Poll);
 template <typename F>
-void parallel_for(int64_t chunks, F& f) {
+void parallel_for(int64_t chunks, F& f, Idle idle = Idle::Poll) {
   parallel_chunks(
-      chunks, [](void* p, int64_t c) { (*static_cast<F*>(p))(c); }, &f);
+      chunks, [](void* p, int64_t c) { (*static_cast<F*>(p))(c); }, &f, idle);
+}
+
+// f(begin, end) over [0, n), split into ranges on the pool's threads (parallel_for) when the
+// work, n·cost, is big enough to pay for the split (kernels_rowwise.cpp: kParallelWork, in units
+// of about one vectorized float operation); otherwise f(0, n) on this thread. For per-item work
+// only: an item's result must not depend on the range it falls in. (A reduction over items is
+// split another way: by columns, each column summed over all rows in order, or into fixed blocks
+// whose partial sums are combined in order afterwards, so that the bits never depend on the
+// thread count.)
+int64_t parallel_range_chunks(int64_t n, double cost);
+// Rough costs per element for parallel_range, in ns on one core of the machine measured
+// (kernels_rowwise.cpp): a streaming load, add or multiply and store; a transcendental (exp,
+// erf, tanh, or a sqrt and a division).
+inline constexpr double kCostSimple = 0.25;
+inline constexpr double kCostTranscendental = 4.0;
+template <typename F>
+void parallel_range(int64_t n, double cost, F&& f) {
+  const int64_t chunks = parallel_range_chunks(n, cost);
+  if (chunks <= 1) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+  auto task = [&f, n, chunks](int64_t c) { f(n * c / chunks, n * (c + 1) / chunks); };
+  parallel_for(chunks, task, Idle::Sleep);
+}
+
+// d[j] += Σ_i f(i, j) over rows i < R in increasing i, for each column j < C: split by columns
+// over the pool, so each column is summed in the same order on any number of threads. cost is
+// per element (as parallel_range's).
+template <typename T, typename F>
+void add_column_sums(T* d, int64_t rows, int64_t cols, double cost, F&& f) {
+  parallel_range(cols, double(rows) * cost, [&](int64_t j0, int64_t j1) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = j0; j < j1; ++j) d[j] += f(i, j);
+  });
 }
 
 // Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
@@ -116,7 +155,8 @@ void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T
 template <typename T>
 void add_row_bias(T* y, const T* b, int64_t rows, int64_t cols);
 
-// Σ x² in double, accumulated in T over short blocks (vectorizable) and in double across them.
+// Σ x² in double, accumulated in T over blocks of 256 (vectorizable) and in double across them
+// in order (the blocks are computed on the pool's threads, their sums added in order after).
 template <typename T>
 double sum_squares(const T* x, int64_t n);
 

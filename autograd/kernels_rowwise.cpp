@@ -13,7 +13,9 @@
 // Threads: a call big enough (kSplitFlops) splits its outputs into chunks of a multiple of 8
 // that the caller and persistent helper threads claim one at a time; an output is computed by
 // exactly one thread with the block code above, so threads never change a bit. The same
-// helpers run parallel_chunks() for other row-independent work (the decoder's attention).
+// helpers run parallel_chunks() for other row-independent work (the decoder's attention) and
+// parallel_range() for the training step's non-BLAS ops (elementwise, LayerNorm, softmax,
+// cross-entropy, Adam, the gradient norm): one thread budget, the BLAS thread count.
 //
 // Dimension key: M rows of X, N outputs (rows of W), K the shared inner dimension.
 #include <algorithm>
@@ -225,8 +227,12 @@ inline void cpu_relax() {
 // The caller publishes a job as a ticket (generation, helpers taking part, chunk count, next
 // chunk) and claims chunks itself; a helper claims only chunks of a ticket's own generation, so
 // a late helper cannot take a chunk of a later job, and reads the job only after a successful
-// claim, while the caller still waits for that chunk. Helpers poll (yielding) for kSpin after their
-// last chunk (a decoder step's calls come tens of µs apart), then sleep until the next job.
+// claim, while the caller still waits for that chunk. After a job that asks them to linger,
+// helpers poll (yielding) for kSpin after their last chunk (a decoder step's calls come tens of
+// µs apart), then sleep until the next job; after one that does not (a training step's
+// parallel_range: its BLAS calls in between want the cores), they sleep at once. Polling between
+// the ops of a training step made a short-model step 1.5-2x slower with other processes on the
+// cores: the poller takes a share of a core from the BLAS call running meanwhile.
 class Pool {
  public:
   ~Pool() {
@@ -240,8 +246,9 @@ class Pool {
 
   // Runs task(ctx, c) for every c < chunks on up to `threads` threads (this one included),
   // each chunk on one thread; false, with nothing run, when another call holds the pool.
-  bool run(int threads, int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
+  bool run(int threads, int64_t chunks, void (*task)(void*, int64_t), void* ctx, bool linger) {
     if (busy_.exchange(true, std::memory_order_acquire)) return false;
+    linger_.store(linger, std::memory_order_relaxed);
     while (static_cast<int>(helpers_.size()) < threads - 1) {
       const int index = static_cast<int>(helpers_.size());
       helpers_.emplace_back([this, index] { helper_loop(index); });
@@ -297,8 +304,9 @@ class Pool {
     while (!stop_.load(std::memory_order_relaxed)) {
       const auto idle = std::chrono::steady_clock::now();
       uint64_t t = ticket_.load(std::memory_order_acquire);
+      const bool linger = linger_.load(std::memory_order_relaxed);
       for (int spin = 1; t >> 32 == seen && !stop_.load(std::memory_order_relaxed); ++spin) {
-        if (spin % 64 == 0 && std::chrono::steady_clock::now() - idle > kSpin) {
+        if (!linger || (spin % 64 == 0 && std::chrono::steady_clock::now() - idle > kSpin)) {
           // Sleep. The caller stores the ticket, then reads sleeping_; this raises sleeping_,
           // then reads the ticket (both seq_cst): one of the two sees the other.
           std::unique_lock<std::mutex> lock(mu_);
@@ -317,7 +325,7 @@ class Pool {
     }
   }
 
-  std::atomic<bool> busy_{false}, stop_{false};
+  std::atomic<bool> busy_{false}, stop_{false}, linger_{true};
   std::atomic<uint64_t> ticket_{0};  // generation << 32 | helpers << 24 | chunks << 12 | next
   std::atomic<int64_t> finished_{0};
   std::atomic<int> sleeping_{0};
@@ -353,10 +361,30 @@ struct RowwiseJob {
 
 }  // namespace
 
-void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx) {
+void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx, Idle idle) {
   const int threads = chunks > 1 ? gemm_nt_rowwise_threads() : 1;
-  if (threads > 1 && chunks <= Pool::kMaxChunks && pool().run(threads, chunks, task, ctx)) return;
+  if (threads > 1 && chunks <= Pool::kMaxChunks &&
+      pool().run(threads, chunks, task, ctx, idle == Idle::Poll))
+    return;
   for (int64_t c = 0; c < chunks; ++c) task(ctx, c);
+}
+
+// parallel_range's split: work (items × cost per item, in ns on one core) below this stays on
+// the calling thread. A sleeping helper takes 5-50 µs to wake, and the caller pays a futex wake
+// (a few µs) whether or not it arrives in time, so an op must be worth well over that. Measured on
+// the 2-core machine under other sessions' load (load average 7): an elementwise pass over
+// 2^13-2^15 floats (3-12 µs) split was 0.6-0.9x as fast as serial, and no size gained alone (the
+// helper rarely got a core in time); whole bench_train steps did gain, same session, binaries
+// alternating, 2 threads, median step of 3 rounds of the short config: this threshold 126-200 ms,
+// 4x it (65536) 130-450 ms, before any split 310-470 ms.
+constexpr double kParallelWork = 16384.0;
+
+int64_t parallel_range_chunks(int64_t n, double cost) {
+  if (n < 2 || double(n) * cost < kParallelWork) return 1;
+  const int threads = gemm_nt_rowwise_threads();
+  // A few chunks per thread, so that a helper that starts late (asleep, or its core busy with
+  // another process) leaves the caller little to wait for.
+  return threads > 1 ? std::min<int64_t>(n, 4 * threads) : 1;
 }
 
 int gemm_nt_rowwise_threads() {
@@ -379,7 +407,7 @@ void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
       // Chunks of a multiple of 8 outputs, about four per thread.
       const int64_t per = std::max<int64_t>(8, (n / (4 * threads) + 7) / 8 * 8);
       RowwiseJob job{m, n, k, x, ldx, w, ldw, y, ldy, per};
-      if (pool().run(threads, (n + per - 1) / per, RowwiseJob::chunk, &job)) return;
+      if (pool().run(threads, (n + per - 1) / per, RowwiseJob::chunk, &job, true)) return;
     }
   }
   rowwise_serial(m, n, k, x, ldx, w, ldw, y, ldy);

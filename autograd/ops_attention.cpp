@@ -49,52 +49,82 @@ MaskView mask_view(const Mask* mask, const AttnDims& d) {
   return mv;
 }
 
-// Forward of one (b, h): p [Tq, Tk] = softmax(mask(scale·Q·Kᵀ)); ctx block = p·V.
+// The forward of every (b, h) in three passes: the heads' scores p [Tq, Tk] = scale·Q·Kᵀ (one
+// gemm each), then mask and softmax over all B·H·Tq rows at once (rows split over the pool's
+// threads when big: kernels::softmax_rows), then each head's ctx block = p·V.
 template <typename T>
-void head_forward(const AttnDims& d, const MaskView& mv, int64_t b, int64_t h, const T* q,
-                  const T* k, const T* v, T* p, T* ctx) {
-  const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
-  kernels::gemm<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale), q + qo, d.C, k + ko, d.C,
-                   T(0), p, d.Tk);
+void attention_forward(const AttnDims& d, const MaskView& mv, const T* q, const T* k, const T* v,
+                       T* probs, T* ctx) {
+  const int64_t TT = d.Tq * d.Tk;
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
+      kernels::gemm<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale), q + qo, d.C, k + ko,
+                       d.C, T(0), probs + (b * d.H + h) * TT, d.Tk);
+    }
+  const int64_t rows = d.B * d.H * d.Tq;
   if (mv.data) {
     const T ninf = -std::numeric_limits<T>::infinity();
-    for (int64_t i = 0; i < d.Tq; ++i) {
-      const uint8_t* mr = mv.data + b * mv.sb + h * mv.sh + i * mv.si;
-      T* pr = p + i * d.Tk;
-      for (int64_t j = 0; j < d.Tk; ++j)
-        if (mr[j * mv.sj]) pr[j] = ninf;
-    }
+    kernels::parallel_range(rows, double(d.Tk) * kernels::kCostSimple, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {  // r = (b·H + h)·Tq + i
+        const int64_t i = r % d.Tq, h = r / d.Tq % d.H, b = r / (d.Tq * d.H);
+        const uint8_t* mr = mv.data + b * mv.sb + h * mv.sh + i * mv.si;
+        T* pr = probs + r * d.Tk;
+        for (int64_t j = 0; j < d.Tk; ++j)
+          if (mr[j * mv.sj]) pr[j] = ninf;
+      }
+    });
   }
-  kernels::softmax_rows<T>(p, p, d.Tq, d.Tk);
-  kernels::gemm<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), p, d.Tk, v + ko, d.C, T(0), ctx + qo, d.C);
+  kernels::softmax_rows<T>(probs, probs, rows, d.Tk);
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
+      kernels::gemm<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), probs + (b * d.H + h) * TT, d.Tk,
+                       v + ko, d.C, T(0), ctx + qo, d.C);
+    }
 }
 
-// Backward of one (b, h), with dp a [Tq, Tk] scratch:
-//   dP = dctx·Vᵀ;  dV += Pᵀ·dctx;  dS = scale·P ⊙ (dP − Σ_j dP·P);  dQ += dS·K;  dK += dSᵀ·Q
-// Masked entries have P = 0, so their dS is 0 (a fully masked row gives zeros throughout).
+// The backward of every (b, h), with dp a [B, H, Tq, Tk] scratch, in three passes like the
+// forward:
+//   dP = dctx·Vᵀ;  dV += Pᵀ·dctx;  then dS = scale·P ⊙ (dP − Σ_j dP·P) over all rows (split
+//   over the pool's threads when big);  then dQ += dS·K;  dK += dSᵀ·Q.
+// Masked entries have P = 0, so their dS is 0 (a fully masked row gives zeros throughout). Each
+// element of dQ, dK, dV still receives its terms in the order of one head at a time (dV, dQ, dK).
 template <typename T>
-void head_backward(const AttnDims& d, int64_t b, int64_t h, const T* q, const T* k, const T* v,
-                   const T* p, const T* dctx, T* dp, T* dq, T* dk, T* dv, T beta_q, T beta_k,
-                   T beta_v) {
-  const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
+void attention_backward(const AttnDims& d, const T* q, const T* k, const T* v, const T* probs,
+                        const T* dctx, T* dp, T* dq, T* dk, T* dv, T beta_q, T beta_k, T beta_v) {
+  const int64_t TT = d.Tq * d.Tk;
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
+      const T* p = probs + (b * d.H + h) * TT;
+      kernels::gemm<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dctx + qo, d.C, v + ko, d.C, T(0),
+                       dp + (b * d.H + h) * TT, d.Tk);
+      if (dv)
+        kernels::gemm<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), p, d.Tk, dctx + qo, d.C, beta_v,
+                         dv + ko, d.C);
+    }
   const T scale = static_cast<T>(d.scale);
-  kernels::gemm<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dctx + qo, d.C, v + ko, d.C, T(0), dp,
-                   d.Tk);
-  if (dv)
-    kernels::gemm<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), p, d.Tk, dctx + qo, d.C, beta_v, dv + ko,
-                     d.C);
-  for (int64_t i = 0; i < d.Tq; ++i) {
-    const T* pr = p + i * d.Tk;
-    T* gr = dp + i * d.Tk;
-    const T dot = kernels::row_sum<T>(d.Tk, [gr, pr](int64_t j) { return gr[j] * pr[j]; });
-    for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
-  }
-  if (dq)
-    kernels::gemm<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dp, d.Tk, k + ko, d.C, beta_q, dq + qo,
-                     d.C);
-  if (dk)
-    kernels::gemm<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), dp, d.Tk, q + qo, d.C, beta_k, dk + ko,
-                     d.C);
+  kernels::parallel_range(
+      d.B * d.H * d.Tq, double(d.Tk) * 3 * kernels::kCostSimple, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const T* pr = probs + r * d.Tk;
+          T* gr = dp + r * d.Tk;
+          const T dot = kernels::row_sum<T>(d.Tk, [gr, pr](int64_t j) { return gr[j] * pr[j]; });
+          for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
+        }
+      });
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h) {
+      const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
+      const T* ds = dp + (b * d.H + h) * TT;
+      if (dq)
+        kernels::gemm<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), ds, d.Tk, k + ko, d.C, beta_q,
+                         dq + qo, d.C);
+      if (dk)
+        kernels::gemm<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), ds, d.Tk, q + qo, d.C, beta_k,
+                         dk + ko, d.C);
+    }
 }
 
 AttnDims attention_dims(const Var& q, const Var& k, const Var& v, int64_t heads) {
@@ -126,14 +156,8 @@ Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mas
   Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, q.dtype());  // [B, H, Tq, Tk]
   dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* pq = q.value().data<T>();
-    const T* pk = k.value().data<T>();
-    const T* pv = v.value().data<T>();
-    T* pp = probs.data<T>();
-    T* po = out.data<T>();
-    for (int64_t b = 0; b < d.B; ++b)
-      for (int64_t h = 0; h < d.H; ++h)
-        head_forward<T>(d, mv, b, h, pq, pk, pv, pp + (b * d.H + h) * d.Tq * d.Tk, po);
+    attention_forward<T>(d, mv, q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
+                         probs.data<T>(), out.data<T>());
   });
   if (weights) *weights = probs.clone();
   return detail::make_result(
@@ -148,14 +172,10 @@ Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mas
             return alias ? detail::GradWriter<T>::accumulate(x) : detail::GradWriter<T>::of(x);
           };
           const auto wq = writer(*qi), wk = writer(*ki), wv = writer(*vi);
-          Tensor scratch = Tensor::empty({d.Tq, d.Tk}, o.value.dtype());  // dP / dS
-          const T* pp = probs.data<T>();
-          for (int64_t b = 0; b < d.B; ++b)
-            for (int64_t h = 0; h < d.H; ++h)
-              head_backward<T>(d, b, h, qi->value.data<T>(), ki->value.data<T>(),
-                               vi->value.data<T>(), pp + (b * d.H + h) * d.Tq * d.Tk,
-                               o.grad.data<T>(), scratch.data<T>(), wq.d, wk.d, wv.d, wq.beta(),
-                               wk.beta(), wv.beta());
+          Tensor scratch = Tensor::empty(probs.shape(), o.value.dtype());  // dP / dS
+          attention_backward<T>(d, qi->value.data<T>(), ki->value.data<T>(), vi->value.data<T>(),
+                                probs.data<T>(), o.grad.data<T>(), scratch.data<T>(), wq.d, wk.d,
+                                wv.d, wq.beta(), wk.beta(), wv.beta());
         });
       });
 }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/kernels.h"
 #include "autograd/ops_util.h"
 #include "autograd/profile.h"
 
@@ -58,9 +59,13 @@ using detail::wants_grad;
 namespace {
 
 // out = f(a, b) with broadcasting; backward da += ga(g, a, b, out), db += gb(g, a, b, out),
-// summed over the broadcast dimensions of each input.
+// summed over the broadcast dimensions of each input. The same-shape and bias-like loops run on
+// the pool's threads when big (kernels::parallel_range; a bias's sum over rows is split by
+// columns); the general broadcast stays on one thread.
 template <typename F, typename GA, typename GB>
 Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
+  using kernels::kCostSimple;
+  using kernels::parallel_range;
   profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_same_dtype(a, b, op);
   Broadcast bc = detail::broadcast_shapes(a.shape(), b.shape(), op);
@@ -71,10 +76,14 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
     const T* pb = b.value().data<T>();
     T* po = out.data<T>();
     if (bc.same) {
-      for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = f(pa[i], pb[i]);
+      parallel_range(out.numel(), kCostSimple, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) po[i] = f(pa[i], pb[i]);
+      });
     } else if (const int64_t in = bc.suffix_inner; in > 0) {
-      for (int64_t r = 0, n = out.numel(); r < n; r += in)
-        for (int64_t j = 0; j < in; ++j) po[r + j] = f(pa[r + j], pb[j]);
+      parallel_range(out.numel() / in, double(in) * kCostSimple, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0 * in; r < r1 * in; r += in)
+          for (int64_t j = 0; j < in; ++j) po[r + j] = f(pa[r + j], pb[j]);
+      });
     } else {
       broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) { po[io] = f(pa[ia], pb[ib]); });
     }
@@ -94,21 +103,27 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
           // when new; summed ones (broadcast) accumulate.
           if (bc.same) {
             const auto wa = detail::GradWriter<T>::of(*ai), wb = detail::GradWriter<T>::of(*bi);
-            if (wa.d)
-              for (int64_t i = 0; i < n; ++i) wa.put(i, ga(g[i], pa[i], pb[i], po[i]));
-            if (wb.d)
-              for (int64_t i = 0; i < n; ++i) wb.put(i, gb(g[i], pa[i], pb[i], po[i]));
+            parallel_range(n, kCostSimple, [&](int64_t i0, int64_t i1) {
+              if (wa.d)
+                for (int64_t i = i0; i < i1; ++i) wa.put(i, ga(g[i], pa[i], pb[i], po[i]));
+              if (wb.d)
+                for (int64_t i = i0; i < i1; ++i) wb.put(i, gb(g[i], pa[i], pb[i], po[i]));
+            });
             return;
           }
           T* db = detail::GradWriter<T>::accumulate(*bi).d;
           if (const int64_t in = bc.suffix_inner; in > 0) {
             if (const auto wa = detail::GradWriter<T>::of(*ai); wa.d)
-              for (int64_t r = 0; r < n; r += in)
-                for (int64_t j = 0; j < in; ++j)
-                  wa.put(r + j, ga(g[r + j], pa[r + j], pb[j], po[r + j]));
+              parallel_range(n / in, double(in) * kCostSimple, [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0 * in; r < r1 * in; r += in)
+                  for (int64_t j = 0; j < in; ++j)
+                    wa.put(r + j, ga(g[r + j], pa[r + j], pb[j], po[r + j]));
+              });
             if (db)
-              for (int64_t r = 0; r < n; r += in)
-                for (int64_t j = 0; j < in; ++j) db[j] += gb(g[r + j], pa[r + j], pb[j], po[r + j]);
+              kernels::add_column_sums(db, n / in, in, kCostSimple, [&](int64_t i, int64_t j) {
+                const int64_t e = i * in + j;
+                return gb(g[e], pa[e], pb[j], po[e]);
+              });
           } else {
             T* da = detail::GradWriter<T>::accumulate(*ai).d;
             broadcast_loop(bc, [&](int64_t io, int64_t ia, int64_t ib) {
@@ -120,9 +135,9 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
       });
 }
 
-// out = f(a); backward da += df(g, a, out).
+// out = f(a); backward da += df(g, a, out). cost: kernels::parallel_range's, per element.
 template <typename F, typename DF>
-Var unary(const char* op, const Var& a, F f, DF df) {
+Var unary(const char* op, const Var& a, F f, DF df, double cost = kernels::kCostSimple) {
   profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_defined(a, op);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -130,9 +145,11 @@ Var unary(const char* op, const Var& a, F f, DF df) {
     using T = decltype(tag);
     const T* pa = a.value().data<T>();
     T* po = out.data<T>();
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = f(pa[i]);
+    kernels::parallel_range(out.numel(), cost, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) po[i] = f(pa[i]);
+    });
   });
-  return make_result(op, std::move(out), wants_grad({&a}), [ai = a.shared(), df](VarImpl& o) {
+  return make_result(op, std::move(out), wants_grad({&a}), [ai = a.shared(), df, cost](VarImpl& o) {
     dispatch(o.value.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* g = o.grad.data<T>();
@@ -140,7 +157,9 @@ Var unary(const char* op, const Var& a, F f, DF df) {
       const T* po = o.value.data<T>();
       const int64_t n = o.value.numel();
       const auto da = detail::GradWriter<T>::of(*ai);  // every element written
-      for (int64_t i = 0; i < n; ++i) da.put(i, df(g[i], pa[i], po[i]));
+      kernels::parallel_range(n, cost, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) da.put(i, df(g[i], pa[i], po[i]));
+      });
     });
   });
 }
@@ -200,24 +219,26 @@ Var neg(const Var& a) {
 // d exp(a): da += g·exp(a)
 Var exp(const Var& a) {
   return unary(
-      "exp", a, [](auto x) { return std::exp(x); }, [](auto g, auto, auto y) { return g * y; });
+      "exp", a, [](auto x) { return std::exp(x); }, [](auto g, auto, auto y) { return g * y; },
+      kernels::kCostTranscendental);
 }
 // d log(a): da += g/a
 Var log(const Var& a) {
   return unary(
-      "log", a, [](auto x) { return std::log(x); }, [](auto g, auto x, auto) { return g / x; });
+      "log", a, [](auto x) { return std::log(x); }, [](auto g, auto x, auto) { return g / x; },
+      kernels::kCostTranscendental);
 }
 // d sqrt(a): da += g/(2·sqrt(a))
 Var sqrt(const Var& a) {
   return unary(
       "sqrt", a, [](auto x) { return std::sqrt(x); },
-      [](auto g, auto, auto y) { return g / (y + y); });
+      [](auto g, auto, auto y) { return g / (y + y); }, kernels::kCostTranscendental);
 }
 // d tanh(a): da += g·(1 - tanh²)
 Var tanh(const Var& a) {
   return unary(
       "tanh", a, [](auto x) { return std::tanh(x); },
-      [](auto g, auto, auto y) { return g * (1 - y * y); });
+      [](auto g, auto, auto y) { return g * (1 - y * y); }, kernels::kCostTranscendental);
 }
 // d relu(a): da += g·[a > 0]
 Var relu(const Var& a) {
@@ -238,7 +259,8 @@ Var gelu(const Var& a) {
         T cdf = T(0.5) * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2)));
         T pdf = std::exp(T(-0.5) * x * x) * static_cast<T>(0.3989422804014327);
         return g * (cdf + x * pdf);
-      });
+      },
+      kernels::kCostTranscendental);
 }
 
 }  // namespace seqtape

@@ -148,24 +148,24 @@ Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
   });
   const bool grad = has_b ? detail::wants_grad({&x, &w, &b}) : detail::wants_grad({&x, &w});
   // dX += g·op(W)ᵀ, dW += op-transposed Xᵀ·g, db += Σ_rows g
-  return detail::make_result(op, std::move(out), grad,
-                             [xi = x.shared(), wi = w.shared(), bi = has_b ? b.shared() : nullptr,
-                              tw, r, n, k](VarImpl& o) {
-                               dispatch(o.value.dtype(), [&](auto tag) {
-                                 using T = decltype(tag);
-                                 const T* g = o.grad.data<T>();
-                                 const auto wx = detail::GradWriter<T>::of(*xi);
-                                 const auto ww = detail::GradWriter<T>::of(*wi);
-                                 gemm_backward<T>(false, tw, r, n, k, xi->value.data<T>(),
-                                                  wi->value.data<T>(), g, wx.d, ww.d, wx.beta(),
-                                                  ww.beta());
-                                 if (bi && bi->requires_grad) {
-                                   T* db = detail::GradWriter<T>::accumulate(*bi).d;
-                                   for (int64_t i = 0; i < r; ++i)
-                                     for (int64_t j = 0; j < n; ++j) db[j] += g[i * n + j];
-                                 }
-                               });
-                             });
+  return detail::make_result(
+      op, std::move(out), grad,
+      [xi = x.shared(), wi = w.shared(), bi = has_b ? b.shared() : nullptr, tw, r, n,
+       k](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* g = o.grad.data<T>();
+          const auto wx = detail::GradWriter<T>::of(*xi);
+          const auto ww = detail::GradWriter<T>::of(*wi);
+          gemm_backward<T>(false, tw, r, n, k, xi->value.data<T>(), wi->value.data<T>(), g, wx.d,
+                           ww.d, wx.beta(), ww.beta());
+          if (bi && bi->requires_grad) {
+            T* db = detail::GradWriter<T>::accumulate(*bi).d;
+            kernels::add_column_sums(db, r, n, kernels::kCostSimple,
+                                     [g, n](int64_t i, int64_t j) { return g[i * n + j]; });
+          }
+        });
+      });
 }
 
 }  // namespace seqtape

@@ -135,12 +135,15 @@ Var softmax(const Var& a) {
                          const T* y = o.value.data<T>();
                          const T* g = o.grad.data<T>();
                          const auto dx = detail::GradWriter<T>::of(*ai);  // every element written
-                         for (int64_t i = 0; i < r; ++i) {
-                           T dot = 0;
-                           for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
-                           for (int64_t j = 0; j < c; ++j)
-                             dx.put(i * c + j, y[i * c + j] * (g[i * c + j] - dot));
-                         }
+                         kernels::parallel_range(
+                             r, double(c) * 3 * kernels::kCostSimple, [&](int64_t i0, int64_t i1) {
+                               for (int64_t i = i0; i < i1; ++i) {
+                                 T dot = 0;
+                                 for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
+                                 for (int64_t j = 0; j < c; ++j)
+                                   dx.put(i * c + j, y[i * c + j] * (g[i * c + j] - dot));
+                               }
+                             });
                        });
                      });
 }
@@ -155,21 +158,24 @@ Var log_softmax(const Var& a) {
     kernels::log_softmax_rows<T>(a.value().data<T>(), out.data<T>(), r, c);
   });
   // dx = g − exp(y)·Σ g per row
-  return make_result("log_softmax", std::move(out), wants_grad({&a}),
-                     [ai = a.shared(), r, c](VarImpl& o) {
-                       dispatch(o.value.dtype(), [&](auto tag) {
-                         using T = decltype(tag);
-                         const T* y = o.value.data<T>();
-                         const T* g = o.grad.data<T>();
-                         T* d = detail::GradWriter<T>::accumulate(*ai).d;
-                         for (int64_t i = 0; i < r; ++i) {
-                           T s = 0;
-                           for (int64_t j = 0; j < c; ++j) s += g[i * c + j];
-                           for (int64_t j = 0; j < c; ++j)
-                             d[i * c + j] += g[i * c + j] - std::exp(y[i * c + j]) * s;
-                         }
-                       });
-                     });
+  return make_result(
+      "log_softmax", std::move(out), wants_grad({&a}), [ai = a.shared(), r, c](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* y = o.value.data<T>();
+          const T* g = o.grad.data<T>();
+          T* d = detail::GradWriter<T>::accumulate(*ai).d;
+          kernels::parallel_range(r, double(c) * kernels::kCostTranscendental,
+                                  [&](int64_t i0, int64_t i1) {
+                                    for (int64_t i = i0; i < i1; ++i) {
+                                      T s = 0;
+                                      for (int64_t j = 0; j < c; ++j) s += g[i * c + j];
+                                      for (int64_t j = 0; j < c; ++j)
+                                        d[i * c + j] += g[i * c + j] - std::exp(y[i * c + j]) * s;
+                                    }
+                                  });
+        });
+      });
 }
 
 namespace {
@@ -187,32 +193,39 @@ int64_t check_layer_norm(const Var& x, const Var& gamma, const Var& beta, const 
 // x̂ = (x − μ)·rstd;  dγ += Σ_rows g·x̂;  dβ += Σ_rows g;
 // dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) with ĝ = g·γ, put into dx1 and (when given) dx2,
 // in that order per element (so one value as both inputs receives the sum of both).
+// dγ and dβ are summed over the rows in order, split by columns; dx is split by rows.
 template <typename T>
 void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, const T* rs, int64_t r,
                          int64_t c, const detail::GradWriter<T>& dx1,
                          const detail::GradWriter<T>& dx2, T* dg, T* db) {
-  for (int64_t i = 0; i < r; ++i) {
-    const T* xr = px + i * c;
-    const T* gr = g + i * c;
-    const T m = mu[i], s = rs[i];
-    if (dg)
-      for (int64_t j = 0; j < c; ++j) dg[j] += gr[j] * ((xr[j] - m) * s);
-    if (db)
-      for (int64_t j = 0; j < c; ++j) db[j] += gr[j];
-    if (!dx1.d && !dx2.d) continue;
-    // mean(ĝ) and mean(ĝ·x̂) as 8-way sums (kernels::row_sum): vectorized
-    const T m1 =
-        kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j]; }) / static_cast<T>(c);
-    const T m2 =
-        kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
-        static_cast<T>(c);
-    for (int64_t j = 0; j < c; ++j) {
-      const T xh = (xr[j] - m) * s;
-      const T v = s * (gr[j] * pg[j] - m1 - xh * m2);
-      if (dx1.d) dx1.put(i * c + j, v);
-      if (dx2.d) dx2.put(i * c + j, v);
+  using kernels::kCostSimple;
+  if (dg)
+    kernels::add_column_sums(dg, r, c, 2 * kCostSimple, [&](int64_t i, int64_t j) {
+      return g[i * c + j] * ((px[i * c + j] - mu[i]) * rs[i]);
+    });
+  if (db)
+    kernels::add_column_sums(db, r, c, kCostSimple,
+                             [g, c](int64_t i, int64_t j) { return g[i * c + j]; });
+  if (!dx1.d && !dx2.d) return;
+  kernels::parallel_range(r, double(c) * 4 * kCostSimple, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const T* xr = px + i * c;
+      const T* gr = g + i * c;
+      const T m = mu[i], s = rs[i];
+      // mean(ĝ) and mean(ĝ·x̂) as 8-way sums (kernels::row_sum): vectorized
+      const T m1 =
+          kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j]; }) / static_cast<T>(c);
+      const T m2 =
+          kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
+          static_cast<T>(c);
+      for (int64_t j = 0; j < c; ++j) {
+        const T xh = (xr[j] - m) * s;
+        const T v = s * (gr[j] * pg[j] - m1 - xh * m2);
+        if (dx1.d) dx1.put(i * c + j, v);
+        if (dx2.d) dx2.put(i * c + j, v);
+      }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -259,7 +272,9 @@ Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& be
     const T* a = x.value().data<T>();
     const T* b = res.value().data<T>();
     T* ps = sum.data<T>();
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) ps[i] = a[i] + b[i];
+    kernels::parallel_range(x.numel(), kernels::kCostSimple, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) ps[i] = a[i] + b[i];
+    });
     kernels::layer_norm_rows<T>(ps, gamma.value().data<T>(), beta.value().data<T>(), out.data<T>(),
                                 mean.data<T>(), rstd.data<T>(), r, c, eps);
   });
@@ -306,7 +321,11 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
                          const T* g = o.grad.data<T>();
                          const T* k = keep.data<T>();
                          T* d = detail::GradWriter<T>::accumulate(*ai).d;
-                         for (int64_t i = 0, n = o.value.numel(); i < n; ++i) d[i] += g[i] * k[i];
+                         kernels::parallel_range(o.value.numel(), kernels::kCostSimple,
+                                                 [&](int64_t i0, int64_t i1) {
+                                                   for (int64_t i = i0; i < i1; ++i)
+                                                     d[i] += g[i] * k[i];
+                                                 });
                        });
                      });
 }
@@ -334,34 +353,41 @@ Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossE
   const double e = opt.label_smoothing;
   Tensor prob = Tensor::empty(logits.shape(), logits.dtype());  // softmax, kept for backward
   Tensor out = Tensor::empty({}, logits.dtype());
+  Tensor row_nll = Tensor::empty({r}, DType::F64);  // per row, summed in order after
   dispatch(logits.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* x = logits.value().data<T>();
     T* pp = prob.data<T>();
+    double* nlls = row_nll.data<double>();
+    kernels::parallel_range(
+        r, double(v) * kernels::kCostTranscendental, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            const T* xr = x + i * v;
+            T* pr = pp + i * v;
+            T mx = -std::numeric_limits<T>::infinity();
+            for (int64_t j = 0; j < v; ++j) mx = std::max(mx, xr[j]);
+            T s = 0;
+            for (int64_t j = 0; j < v; ++j) {
+              pr[j] = std::exp(xr[j] - mx);
+              s += pr[j];
+            }
+            for (int64_t j = 0; j < v; ++j) pr[j] /= s;
+            int32_t t = targets[static_cast<size_t>(i)];
+            if (t == opt.ignore_index) continue;
+            const double lse = static_cast<double>(mx) + std::log(static_cast<double>(s));
+            double nll = lse - static_cast<double>(xr[t]);
+            if (e > 0) {
+              double mean_x = 0;
+              for (int64_t j = 0; j < v; ++j) mean_x += static_cast<double>(xr[j]);
+              mean_x /= static_cast<double>(v);
+              nll = (1 - e) * nll + e * (lse - mean_x);
+            }
+            nlls[i] = nll;
+          }
+        });
     double total = 0;
-    for (int64_t i = 0; i < r; ++i) {
-      const T* xr = x + i * v;
-      T* pr = pp + i * v;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t j = 0; j < v; ++j) mx = std::max(mx, xr[j]);
-      T s = 0;
-      for (int64_t j = 0; j < v; ++j) {
-        pr[j] = std::exp(xr[j] - mx);
-        s += pr[j];
-      }
-      for (int64_t j = 0; j < v; ++j) pr[j] /= s;
-      int32_t t = targets[static_cast<size_t>(i)];
-      if (t == opt.ignore_index) continue;
-      const double lse = static_cast<double>(mx) + std::log(static_cast<double>(s));
-      double nll = lse - static_cast<double>(xr[t]);
-      if (e > 0) {
-        double mean_x = 0;
-        for (int64_t j = 0; j < v; ++j) mean_x += static_cast<double>(xr[j]);
-        mean_x /= static_cast<double>(v);
-        nll = (1 - e) * nll + e * (lse - mean_x);
-      }
-      total += nll;
-    }
+    for (int64_t i = 0; i < r; ++i)
+      if (targets[static_cast<size_t>(i)] != opt.ignore_index) total += nlls[i];
     // All targets ignored: loss 0 (and zero gradients below), never 0/0.
     out.data<T>()[0] = n_valid ? static_cast<T>(total / static_cast<double>(n_valid)) : T(0);
   });
@@ -380,12 +406,14 @@ Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossE
           T* d = detail::GradWriter<T>::accumulate(*li).d;
           const T smooth = static_cast<T>(e / static_cast<double>(v));
           const T on = static_cast<T>(1 - e);
-          for (int64_t i = 0; i < r; ++i) {
-            int32_t t = targets[static_cast<size_t>(i)];
-            if (t == ig) continue;
-            for (int64_t j = 0; j < v; ++j) d[i * v + j] += g * (pp[i * v + j] - smooth);
-            d[i * v + t] -= g * on;
-          }
+          kernels::parallel_range(r, double(v) * kernels::kCostSimple, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) {
+              int32_t t = targets[static_cast<size_t>(i)];
+              if (t == ig) continue;
+              for (int64_t j = 0; j < v; ++j) d[i * v + j] += g * (pp[i * v + j] - smooth);
+              d[i * v + t] -= g * on;
+            }
+          });
         });
       });
 }

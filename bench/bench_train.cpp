@@ -278,7 +278,8 @@ Robust interleaved(const Cfg& c, int rounds) {
 
 // The profiled steps of one config (after warm-up steps that fill the buffer pool), and the
 // heap and pool allocations of one steady step.
-void profile_config(const Cfg& c, int steps) {
+void profile_config(const Cfg& c, Mode mode, int steps) {
+  const kernels::MatmulScope matmul(mode_backend(mode), mode_precision(mode));
   Setup s = make_setup(c);
   for (int i = 0; i < 3; ++i) train_step(s);
   const PoolCounts p0 = pool_counts();
@@ -291,7 +292,8 @@ void profile_config(const Cfg& c, int steps) {
   for (int i = 0; i < steps; ++i) train_step(s);
   profile::set_enabled(false);
   Tape::current().clear();
-  std::printf("\n%s", profile::report(std::string("profile of ") + c.name).c_str());
+  std::printf("\n%s",
+              profile::report(std::string("profile of ") + c.name + mode_suffix(mode)).c_str());
   std::printf(
       "allocation in one steady step: %llu tensor buffers from the pool, %llu of them by malloc; "
       "%llu operator new calls in all\n",
@@ -431,7 +433,10 @@ int main(int argc, char** argv) {
   for (const Cfg* c : ran) robust[c->name] = interleaved(*c, 8);
   print_targets(rep, robust);
   // Profiled steps are slower (two clock reads per op): the table's shares are what count.
-  for (const Cfg* c : ran) profile_config(*c, c->B == 1 ? 2000 : 20);
+  for (const Cfg* c : ran)
+    for (Mode m : kModes)
+      if (m == Mode::OpenBLAS || (c->B > 1 && mode_runs(m)))
+        profile_config(*c, m, c->B == 1 ? 2000 : 20);
   benchmark::Shutdown();
   return 0;
 }

@@ -134,7 +134,8 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
       ->capture_default_str();
   sub.add_option("--seed", a.o.seed, "seed of data order, split and dropout")
       ->capture_default_str();
-  sub.add_option("--threads", a.o.threads, "OpenBLAS threads (0: library default)")
+  sub.add_option("--threads", a.o.threads,
+                 "threads for BLAS and the other ops of a step (0: OpenBLAS's default)")
       ->capture_default_str();
   sub.add_option("--too-long", a.too_long,
                  "an example longer than max_positions: error (naming file:line), skip, or "

@@ -101,16 +101,26 @@ void Optimizer::step(double lr, double grad_scale) {
     auto moment = [](std::vector<Tensor>& ms, size_t i) {
       return ms.empty() ? nullptr : ms[i].template data<T>();
     };
+    // Element by element: split over the pool's threads when big (kernels::parallel_range).
+    const double cost = cfg_.kind == OptimizerKind::Adam || cfg_.kind == OptimizerKind::AdamW
+                            ? kernels::kCostTranscendental
+                            : 2 * kernels::kCostSimple;
+    auto update_all = [&](T* w, const T* g, T* m, T* v, int64_t n) {
+      kernels::parallel_range(n, cost, [&](int64_t j0, int64_t j1) {
+        update<T>(w + j0, g + j0, m ? m + j0 : nullptr, v ? v + j0 : nullptr, j1 - j0, lr,
+                  grad_scale, bc1, bc2);
+      });
+    };
     if (gflat && ng == nv) {  // one pass over the flat buffers (FlatParams)
-      update<T>(static_cast<T*>(const_cast<void*>(wflat)), static_cast<const T*>(gflat),
-                moment(m_, 0), moment(v_, 0), nv, lr, grad_scale, bc1, bc2);
+      update_all(static_cast<T*>(const_cast<void*>(wflat)), static_cast<const T*>(gflat),
+                 moment(m_, 0), moment(v_, 0), nv);
       return;
     }
     for (size_t i = 0; i < params_.size(); ++i) {
       Var& p = params_[i].second;
       if (!p.requires_grad() || !p.has_grad()) continue;
-      update<T>(p.mutable_value().template data<T>(), p.grad().template data<T>(), moment(m_, i),
-                moment(v_, i), p.numel(), lr, grad_scale, bc1, bc2);
+      update_all(p.mutable_value().template data<T>(), p.grad().template data<T>(), moment(m_, i),
+                 moment(v_, i), p.numel());
     }
   });
 }
@@ -184,7 +194,9 @@ double clip_grad_norm(const NamedParams& params, double max_norm) {
     dispatch(g.dtype(), [&](auto tag) {
       using T = decltype(tag);
       T* d = g.template data<T>();
-      for (int64_t j = 0, n = g.numel(); j < n; ++j) d[j] *= static_cast<T>(scale);
+      kernels::parallel_range(g.numel(), kernels::kCostSimple, [d, scale](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) d[j] *= static_cast<T>(scale);
+      });
     });
   }
   return norm;

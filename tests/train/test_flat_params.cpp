@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "train/flat_params.h"
 #include "train/optim.h"
@@ -86,6 +87,49 @@ TEST(FlatParams, EveryOptimizerGivesTheSameBitsAsSeparateTensors) {
     }
     Tape::current().clear();
   }
+}
+
+// The flat update and the gradient norm split over the pool's threads when big: the same bits on
+// 1 and 2 threads, for a model big enough to be split.
+TEST(FlatParams, UpdateAndGradientNormGiveTheSameBitsOnOneAndTwoThreads) {
+  auto train = [](int threads) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    if (threads > 1) {
+      EXPECT_GT(kernels::parallel_range_chunks(300000, kernels::kCostSimple), 1);
+    }
+    Rng r(5);
+    auto rnd = [&](Shape s) {
+      Tensor t(s, DType::F32);
+      for (int64_t i = 0; i < t.numel(); ++i) t.set(i, r.uniform() - 0.5);
+      return Var(t, true);
+    };
+    NamedParams p = {{"w", rnd({600, 500})}, {"b", rnd({500})}};
+    FlatParams flat(p);
+    OptimizerConfig cfg;
+    cfg.kind = OptimizerKind::AdamW;
+    cfg.weight_decay = 0.01;
+    Optimizer opt(p, cfg);
+    std::vector<double> norms;
+    for (int step = 0; step < 3; ++step) {
+      for (auto& [name, v] : p) v.zero_grad();
+      Tape::current().clear();
+      Tape::current().backward(sum(tanh(p[0].second + p[1].second)));
+      norms.push_back(clip_grad_norm(p, 1.0));  // the norm, and a scaling pass (norm > 1)
+      opt.step(0.01);
+    }
+    Tape::current().clear();
+    kernels::gemm_nt_rowwise_set_threads(0);
+    std::vector<double> w = p[0].second.value().to_vector();
+    return std::make_pair(norms, w);
+  };
+  const auto one = train(1), two = train(2);
+  EXPECT_GT(one.first[0], 1.0);
+  ASSERT_EQ(one.first.size(), two.first.size());
+  for (size_t i = 0; i < one.first.size(); ++i)
+    EXPECT_EQ(std::memcmp(&one.first[i], &two.first[i], sizeof(double)), 0) << "step " << i;
+  ASSERT_EQ(one.second.size(), two.second.size());
+  EXPECT_EQ(std::memcmp(one.second.data(), two.second.data(), one.second.size() * sizeof(double)),
+            0);
 }
 
 }  // namespace
