@@ -49,19 +49,32 @@ MaskView mask_view(const Mask* mask, const AttnDims& d) {
   return mv;
 }
 
-// The forward of every (b, h) in three passes: the heads' scores p [Tq, Tk] = scale·Q·Kᵀ (one
-// gemm each), then mask and softmax over all B·H·Tq rows at once (rows split over the pool's
-// threads when big: kernels::softmax_rows), then each head's ctx block = p·V.
+// The heads of every batch row as one batched product (kernels::gemm_batched over b, h): head
+// h of a [B, T, C] tensor is its [T, Dh] column block at b·T·C + h·Dh, read in place with row
+// stride C; its scores (and their gradient) are the dense block (b·H + h)·Tq·Tk of [B, H, Tq,
+// Tk]. OpenBLAS runs one gemm per head, in the order b, then h; oneDNN one primitive for all.
+struct HeadStrides {
+  int64_t s0, s1;
+};
+HeadStrides head_of(const AttnDims& d, int64_t T) {
+  return {T * d.C, d.Dh};
+}
+HeadStrides scores_of(const AttnDims& d) {
+  return {d.H * d.Tq * d.Tk, d.Tq * d.Tk};
+}
+kernels::GemmBatch over_heads(const AttnDims& d, HeadStrides a, HeadStrides b, HeadStrides c) {
+  return {d.B, d.H, a.s0, a.s1, b.s0, b.s1, c.s0, c.s1};
+}
+
+// The forward in three passes: every head's scores p [Tq, Tk] = scale·Q·Kᵀ, then mask and
+// softmax over all B·H·Tq rows at once (rows split over the pool's threads when big:
+// kernels::softmax_rows), then every head's ctx block = p·V.
 template <typename T>
 void attention_forward(const AttnDims& d, const MaskView& mv, const T* q, const T* k, const T* v,
                        T* probs, T* ctx) {
-  const int64_t TT = d.Tq * d.Tk;
-  for (int64_t b = 0; b < d.B; ++b)
-    for (int64_t h = 0; h < d.H; ++h) {
-      const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
-      kernels::gemm<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale), q + qo, d.C, k + ko,
-                       d.C, T(0), probs + (b * d.H + h) * TT, d.Tk);
-    }
+  const HeadStrides hq = head_of(d, d.Tq), hk = head_of(d, d.Tk), sc = scores_of(d);
+  kernels::gemm_batched<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale), q, d.C, k, d.C,
+                           T(0), probs, d.Tk, over_heads(d, hq, hk, sc));
   const int64_t rows = d.B * d.H * d.Tq;
   if (mv.data) {
     const T ninf = -std::numeric_limits<T>::infinity();
@@ -76,34 +89,25 @@ void attention_forward(const AttnDims& d, const MaskView& mv, const T* q, const 
     });
   }
   kernels::softmax_rows<T>(probs, probs, rows, d.Tk);
-  for (int64_t b = 0; b < d.B; ++b)
-    for (int64_t h = 0; h < d.H; ++h) {
-      const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
-      kernels::gemm<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), probs + (b * d.H + h) * TT, d.Tk,
-                       v + ko, d.C, T(0), ctx + qo, d.C);
-    }
+  kernels::gemm_batched<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), probs, d.Tk, v, d.C, T(0), ctx,
+                           d.C, over_heads(d, sc, hk, hq));
 }
 
-// The backward of every (b, h), with dp a [B, H, Tq, Tk] scratch, in three passes like the
-// forward:
+// The backward, with dp a [B, H, Tq, Tk] scratch, in three passes like the forward:
 //   dP = dctx·Vᵀ;  dV += Pᵀ·dctx;  then dS = scale·P ⊙ (dP − Σ_j dP·P) over all rows (split
 //   over the pool's threads when big);  then dQ += dS·K;  dK += dSᵀ·Q.
 // Masked entries have P = 0, so their dS is 0 (a fully masked row gives zeros throughout). Each
-// element of dQ, dK, dV still receives its terms in the order of one head at a time (dV, dQ, dK).
+// head writes its own blocks of dQ, dK, dV, so every element receives its terms in the same
+// order whatever the batching (dV, then dQ, then dK, when q, k, v are one value).
 template <typename T>
 void attention_backward(const AttnDims& d, const T* q, const T* k, const T* v, const T* probs,
                         const T* dctx, T* dp, T* dq, T* dk, T* dv, T beta_q, T beta_k, T beta_v) {
-  const int64_t TT = d.Tq * d.Tk;
-  for (int64_t b = 0; b < d.B; ++b)
-    for (int64_t h = 0; h < d.H; ++h) {
-      const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
-      const T* p = probs + (b * d.H + h) * TT;
-      kernels::gemm<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dctx + qo, d.C, v + ko, d.C, T(0),
-                       dp + (b * d.H + h) * TT, d.Tk);
-      if (dv)
-        kernels::gemm<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), p, d.Tk, dctx + qo, d.C, beta_v,
-                         dv + ko, d.C);
-    }
+  const HeadStrides hq = head_of(d, d.Tq), hk = head_of(d, d.Tk), sc = scores_of(d);
+  kernels::gemm_batched<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dctx, d.C, v, d.C, T(0), dp, d.Tk,
+                           over_heads(d, hq, hk, sc));
+  if (dv)
+    kernels::gemm_batched<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), probs, d.Tk, dctx, d.C, beta_v,
+                             dv, d.C, over_heads(d, sc, hq, hk));
   const T scale = static_cast<T>(d.scale);
   kernels::parallel_range(
       d.B * d.H * d.Tq, double(d.Tk) * 3 * kernels::kCostSimple, [&](int64_t r0, int64_t r1) {
@@ -114,17 +118,12 @@ void attention_backward(const AttnDims& d, const T* q, const T* k, const T* v, c
           for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
         }
       });
-  for (int64_t b = 0; b < d.B; ++b)
-    for (int64_t h = 0; h < d.H; ++h) {
-      const int64_t qo = b * d.Tq * d.C + h * d.Dh, ko = b * d.Tk * d.C + h * d.Dh;
-      const T* ds = dp + (b * d.H + h) * TT;
-      if (dq)
-        kernels::gemm<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), ds, d.Tk, k + ko, d.C, beta_q,
-                         dq + qo, d.C);
-      if (dk)
-        kernels::gemm<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), ds, d.Tk, q + qo, d.C, beta_k,
-                         dk + ko, d.C);
-    }
+  if (dq)
+    kernels::gemm_batched<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dp, d.Tk, k, d.C, beta_q, dq,
+                             d.C, over_heads(d, sc, hk, hq));
+  if (dk)
+    kernels::gemm_batched<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), dp, d.Tk, q, d.C, beta_k, dk, d.C,
+                             over_heads(d, sc, hq, hk));
 }
 
 AttnDims attention_dims(const Var& q, const Var& k, const Var& v, int64_t heads) {

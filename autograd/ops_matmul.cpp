@@ -51,25 +51,41 @@ MatmulPlan plan_matmul(const Var& a, const Var& b, bool ta, bool tb) {
   return p;
 }
 
-// One product's backward: dA = beta_a·dA + ∂/∂A, dB = beta_b·dB + ∂/∂B of C = op(A)·op(B)
-// (beta 1 accumulates; beta 0 writes a freshly allocated gradient without zero-filling it).
+// Where the products of a batch lie: `count` products, the i-th at a + i·a, b + i·b, c + i·c
+// (b = 0: one B shared by all).
+struct Steps {
+  int64_t count = 1, a = 0, b = 0, c = 0;
+};
+
+// The backward of one product, or of a batch of them: dA = beta_a·dA + ∂/∂A, dB = beta_b·dB +
+// ∂/∂B of C = op(A)·op(B) (beta 1 accumulates; beta 0 writes a freshly allocated gradient
+// without zero-filling it). A shared B sums its gradient over the batch.
 //   !ta: dA += dC·op(B)ᵀ           ta: dA += op(B)·dCᵀ
 //   !tb: dB += op(A)ᵀ·dC           tb: dB += dCᵀ·op(A)
 template <typename T>
 void gemm_backward(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
-                   const T* dc, T* da, T* db, T beta_a, T beta_b) {
+                   const T* dc, T* da, T* db, T beta_a, T beta_b, const Steps& st = {}) {
   const int64_t lda = ta ? m : k, ldb = tb ? k : n;
   if (da) {
     if (!ta)
-      kernels::gemm<T>(false, !tb, m, k, n, T(1), dc, n, b, ldb, beta_a, da, k);
+      kernels::gemm_batched<T>(false, !tb, m, k, n, T(1), dc, n, b, ldb, beta_a, da, k,
+                               {st.count, 1, st.c, 0, st.b, 0, st.a, 0});
     else
-      kernels::gemm<T>(tb, true, k, m, n, T(1), b, ldb, dc, n, beta_a, da, m);
+      kernels::gemm_batched<T>(tb, true, k, m, n, T(1), b, ldb, dc, n, beta_a, da, m,
+                               {st.count, 1, st.b, 0, st.c, 0, st.a, 0});
   }
-  if (db) {
+  if (!db) return;
+  // A shared B: one product per batch, each adding to the same dB after the first.
+  const int64_t count = st.b == 0 ? st.count : 1, per = st.b == 0 ? 1 : st.count;
+  for (int64_t i = 0; i < count; ++i) {
+    const T beta = i == 0 ? beta_b : T(1);
+    const T *ai = a + i * st.a, *ci = dc + i * st.c;
     if (!tb)
-      kernels::gemm<T>(!ta, false, k, n, m, T(1), a, lda, dc, n, beta_b, db, n);
+      kernels::gemm_batched<T>(!ta, false, k, n, m, T(1), ai, lda, ci, n, beta, db, n,
+                               {per, 1, st.a, 0, st.c, 0, st.b, 0});
     else
-      kernels::gemm<T>(true, ta, n, k, m, T(1), dc, n, a, lda, beta_b, db, k);
+      kernels::gemm_batched<T>(true, ta, n, k, m, T(1), ci, n, ai, lda, beta, db, k,
+                               {per, 1, st.c, 0, st.a, 0, st.b, 0});
   }
 }
 
@@ -90,33 +106,27 @@ Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
     const T* pa = a.value().data<T>();
     const T* pb = b.value().data<T>();
     T* pc = out.data<T>();
-    for (int64_t i = 0; i < gemms; ++i)
-      kernels::gemm<T>(ta, tb, m, p.n, p.k, T(1), pa + i * a_step, ta ? p.m : p.k, pb + i * b_step,
-                       tb ? p.k : p.n, T(0), pc + i * c_step, p.n);
+    kernels::gemm_batched<T>(ta, tb, m, p.n, p.k, T(1), pa, ta ? p.m : p.k, pb, tb ? p.k : p.n,
+                             T(0), pc, p.n, {gemms, 1, a_step, 0, b_step, 0, c_step, 0});
   });
   const bool grad = detail::wants_grad({&a, &b});
-  return detail::make_result(
-      "matmul", std::move(out), grad,
-      [ai = a.shared(), bi = b.shared(), ta, tb, gemms, m, n = p.n, k = p.k, a_step, b_step,
-       c_step](VarImpl& o) {
-        dispatch(o.value.dtype(), [&](auto tag) {
-          using T = decltype(tag);
-          const T* pa = ai->value.data<T>();
-          const T* pb = bi->value.data<T>();
-          const T* dc = o.grad.data<T>();
-          const auto wa = detail::GradWriter<T>::of(*ai);
-          const auto wb = detail::GradWriter<T>::of(*bi);
-          T *da = wa.d, *db = wb.d;
-          for (int64_t i = 0; i < gemms; ++i) {
-            // Each batch writes its own slice of dA; a shared B (b_step 0)
-            // sums over batches.
-            const T beta_b = wb.fresh && (b_step != 0 || i == 0) ? T(0) : T(1);
-            gemm_backward<T>(ta, tb, m, n, k, pa + i * a_step, pb + i * b_step, dc + i * c_step,
-                             da ? da + i * a_step : nullptr, db ? db + i * b_step : nullptr,
-                             wa.beta(), beta_b);
-          }
-        });
-      });
+  return detail::make_result("matmul", std::move(out), grad,
+                             [ai = a.shared(), bi = b.shared(), ta, tb, gemms, m, n = p.n, k = p.k,
+                              a_step, b_step, c_step](VarImpl& o) {
+                               dispatch(o.value.dtype(), [&](auto tag) {
+                                 using T = decltype(tag);
+                                 const T* pa = ai->value.data<T>();
+                                 const T* pb = bi->value.data<T>();
+                                 const T* dc = o.grad.data<T>();
+                                 const auto wa = detail::GradWriter<T>::of(*ai);
+                                 const auto wb = detail::GradWriter<T>::of(*bi);
+                                 // Each batch writes its own slice of dA; a shared B (b_step 0)
+                                 // sums over batches.
+                                 gemm_backward<T>(ta, tb, m, n, k, pa, pb, dc, wa.d, wb.d,
+                                                  wa.beta(), wb.beta(),
+                                                  {gemms, a_step, b_step, c_step});
+                               });
+                             });
 }
 
 Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
