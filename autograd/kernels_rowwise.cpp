@@ -13,8 +13,8 @@
 // Threads: a call big enough (kSplitFlops) splits its outputs into chunks of a multiple of 8
 // that the caller and persistent helper threads claim one at a time; an output is computed by
 // exactly one thread with the block code above, so threads never change a bit; that thread also
-// runs the call's epilogue (bias, activation) over the outputs it summed. The same
-// helpers run parallel_chunks() for other row-independent work (the decoder's attention).
+// runs the call's epilogue (bias, activation) over the outputs it summed. The same helpers run
+// parallel_chunks() for other row-independent work (the decoder's attention).
 //
 // Dimension key: M rows of X, N outputs (rows of W), K the shared inner dimension.
 #include <algorithm>
