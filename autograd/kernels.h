@@ -59,6 +59,17 @@ void mat_vec(int64_t m, int64_t k, T alpha, const T* a, int64_t lda, const T* x,
 // otherwise; gemm_nt_rowwise_path() names the one in use.
 void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                      int64_t ldw, float* y, int64_t ldy);
+// What a linear layer does to the product: y[i, j] += bias[j] (when bias is set), then y =
+// act(y) (when `activate`): the very operations of add_row_bias and activate, done by the
+// thread that summed the outputs, right after them (a split call runs them in parallel).
+enum class Act { Relu, Gelu, Tanh };
+struct RowwiseEpilogue {
+  const float* bias = nullptr;
+  bool activate = false;
+  Act act = Act::Relu;
+};
+void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                     int64_t ldw, float* y, int64_t ldy, const RowwiseEpilogue& epilogue);
 const char* gemm_nt_rowwise_path();
 // Y[M, D] = S·V with S [M, J] (row stride lds) and V [J, D] (row stride ldv): each output
 // y[i, d] = Σ_j s[i, j]·v[j, d] in increasing j (fused multiply-adds on the AVX2 and AVX-512
@@ -160,7 +171,6 @@ void add_row_bias(T* y, const T* b, int64_t rows, int64_t cols);
 template <typename T>
 double sum_squares(const T* x, int64_t n);
 
-enum class Act { Relu, Gelu, Tanh };
 template <typename T>
 void activate(const T* x, T* y, int64_t n, Act act);
 

@@ -12,8 +12,9 @@
 //
 // Threads: a call big enough (kSplitFlops) splits its outputs into chunks of a multiple of 8
 // that the caller and persistent helper threads claim one at a time; an output is computed by
-// exactly one thread with the block code above, so threads never change a bit. The same
-// helpers run parallel_chunks() for other row-independent work (the decoder's attention) and
+// exactly one thread with the block code above, so threads never change a bit; that thread also
+// runs the call's epilogue (bias, activation) over the outputs it summed. The same helpers run
+// parallel_chunks() for other row-independent work (the decoder's attention) and
 // parallel_range() for the training step's non-BLAS ops (elementwise, LayerNorm, softmax,
 // cross-entropy, Adam, the gradient norm): one thread budget, the BLAS thread count.
 //
@@ -343,6 +344,17 @@ Pool& pool() {
   return p;
 }
 
+// Outputs [o, o + cnt) of every row: the product, then the epilogue over them.
+void rowwise_outputs(int64_t m, int64_t o, int64_t cnt, int64_t k, const float* x, int64_t ldx,
+                     const float* w, int64_t ldw, float* y, int64_t ldy, const RowwiseEpilogue& e) {
+  rowwise_serial(m, cnt, k, x, ldx, w + o * ldw, ldw, y + o, ldy);
+  for (int64_t i = 0; i < m; ++i) {
+    float* yi = y + i * ldy + o;
+    if (e.bias) add_row_bias<float>(yi, e.bias + o, 1, cnt);
+    if (e.activate) activate<float>(yi, yi, cnt, e.act);
+  }
+}
+
 // One gemm_nt_rowwise call split into chunks of `per` outputs.
 struct RowwiseJob {
   int64_t m, n, k;
@@ -352,10 +364,12 @@ struct RowwiseJob {
   int64_t ldw;
   float* y;
   int64_t ldy, per;
+  const RowwiseEpilogue& epilogue;
   static void chunk(void* p, int64_t c) {
     const RowwiseJob& j = *static_cast<const RowwiseJob*>(p);
-    const int64_t o = c * j.per, cnt = std::min(j.per, j.n - o);
-    rowwise_serial(j.m, cnt, j.k, j.x, j.ldx, j.w + o * j.ldw, j.ldw, j.y + o, j.ldy);
+    const int64_t o = c * j.per;
+    rowwise_outputs(j.m, o, std::min(j.per, j.n - o), j.k, j.x, j.ldx, j.w, j.ldw, j.y, j.ldy,
+                    j.epilogue);
   }
 };
 
@@ -400,17 +414,22 @@ void gemm_nt_rowwise_set_threads(int n) {
 
 void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                      int64_t ldw, float* y, int64_t ldy) {
+  gemm_nt_rowwise(m, n, k, x, ldx, w, ldw, y, ldy, RowwiseEpilogue{});
+}
+
+void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
+                     int64_t ldw, float* y, int64_t ldy, const RowwiseEpilogue& epilogue) {
   const double flops = 2.0 * double(m) * double(n) * double(k);
   if (flops >= kSplitFlops && n >= 16) {
     const int threads = gemm_nt_rowwise_threads();
     if (threads > 1) {
       // Chunks of a multiple of 8 outputs, about four per thread.
       const int64_t per = std::max<int64_t>(8, (n / (4 * threads) + 7) / 8 * 8);
-      RowwiseJob job{m, n, k, x, ldx, w, ldw, y, ldy, per};
+      RowwiseJob job{m, n, k, x, ldx, w, ldw, y, ldy, per, epilogue};
       if (pool().run(threads, (n + per - 1) / per, RowwiseJob::chunk, &job, true)) return;
     }
   }
-  rowwise_serial(m, n, k, x, ldx, w, ldw, y, ldy);
+  rowwise_outputs(m, 0, n, k, x, ldx, w, ldw, y, ldy, epilogue);
 }
 
 void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,

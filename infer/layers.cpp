@@ -116,14 +116,18 @@ BlockShape BlockShape::of(const ModelConfig& cfg, bool out_in) {
 }
 
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
-            float* y, bool out_in) {
-  if (out_in)  // each row summed alone: a row's bits never depend on the batch
-    kernels::gemm_nt_rowwise(N, out, in, x, in, w.data<float>(), in, y, out);
-  else if (N == 1)
+            float* y, bool out_in, std::optional<Activation> act) {
+  const float* bias = b.defined() ? b.data<float>() : nullptr;
+  if (out_in) {  // each row summed alone: a row's bits never depend on the batch
+    const kernels::RowwiseEpilogue e{bias, act.has_value(), act ? act_of(*act) : kernels::Act{}};
+    return kernels::gemm_nt_rowwise(N, out, in, x, in, w.data<float>(), in, y, out, e);
+  }
+  if (N == 1)
     kernels::vec_mat<float>(in, out, 1.f, x, w.data<float>(), 0.f, y);
   else
     kernels::gemm<float>(false, false, N, out, in, 1.f, x, in, w.data<float>(), out, 0.f, y, out);
-  if (b.defined()) kernels::add_row_bias<float>(y, b.data<float>(), N, out);
+  if (bias) kernels::add_row_bias<float>(y, bias, N, out);
+  if (act) kernels::activate<float>(y, y, N * out, act_of(*act));
 }
 
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps) {
@@ -176,8 +180,7 @@ void attention_block(const BlockShape& d, const AttnParams& w, const NormParams&
 void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParams& norm, float* x,
                         int64_t N, const BlockScratch& s) {
   const float* a_in = sublayer_input(d, norm, x, N, s.in);
-  linear(a_in, N, d.C, d.F, w.w1, w.b1, s.hid, d.out_in);
-  kernels::activate<float>(s.hid, s.hid, N * d.F, act_of(d.activation));
+  linear(a_in, N, d.C, d.F, w.w1, w.b1, s.hid, d.out_in, d.activation);
   linear(s.hid, N, d.F, d.C, w.w2, w.b2, s.out, d.out_in);
   residual(d, norm, x, s.out, N);
 }

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 
 #include "autograd/tensor.h"
@@ -87,11 +88,12 @@ void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParam
 void embed_tokens(const InferenceModel& m, const int32_t* tokens, const int64_t* positions,
                   int64_t N, float* x);
 
-// y [N, out] = x [N, in]·W + b with W [in, out], or W [out, in] used transposed when `out_in`.
-// [in, out]: one row goes through gemv, more through one gemm with M = N. [out, in]:
-// gemm_nt_rowwise, whose rows are independent of N. b may be undefined.
+// y [N, out] = x [N, in]·W + b with W [in, out], or W [out, in] used transposed when `out_in`,
+// then y = act(y) when `act` is given. [in, out]: one row goes through gemv, more through one
+// gemm with M = N. [out, in]: gemm_nt_rowwise, whose rows are independent of N, with the bias
+// and activation done by the threads that sum the outputs. b may be undefined.
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
-            float* y, bool out_in);
+            float* y, bool out_in, std::optional<Activation> act = std::nullopt);
 
 // y [N, C] = LN(x) with the norm's gamma and beta (y may be x).
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps);

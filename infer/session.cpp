@@ -126,8 +126,7 @@ void DecodeSession::begin(const std::vector<std::vector<int32_t>>& sources,
   if (B_ == 0) return;
   std::vector<int64_t> slots(static_cast<size_t>(B_));
   std::iota(slots.begin(), slots.end(), 0);
-  encode(sources, slots);
-  for (int64_t b = 0; mode_ == CacheMode::Cached && b < B_; ++b) project_cross(b);
+  encode(sources, slots, mode_ == CacheMode::Cached);
 }
 
 void DecodeSession::open(int64_t max_rows, int64_t capacity) {
@@ -178,8 +177,7 @@ std::vector<std::vector<int32_t>> DecodeSession::admit(
     src_rows_[size_t(slots[i])] = static_cast<int32_t>(n_rows[i]);
   }
   if (m_.seq2seq()) {
-    encode(sources, slots);  // together: each source's rows as they would be alone
-    for (int64_t b : slots) project_cross(b);
+    encode(sources, slots, true);  // together: each source's rows as they would be alone
   }
   std::vector<std::vector<int32_t>> rows(sources.size());
   for (size_t i = 0; i < sources.size(); ++i)
@@ -227,9 +225,10 @@ BlockScratch DecodeSession::scratch(int64_t N, int64_t scores) {
 // The encoder over several sources at once, concatenated without padding: source i's positions
 // are rows [off_i, off_i + S_i) of the residual stream and attend to each other only. On the
 // Decode layout the matrix products sum every row alone, so a source encodes to the same bits
-// whichever sources share the call. Source i goes to memory_'s slot slots[i].
+// whichever sources share the call. Source i goes to memory_'s slot slots[i]; with `project`,
+// its cross K/V too (every source in one matrix product per layer).
 void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources,
-                           std::span<const int64_t> slots) {
+                           std::span<const int64_t> slots, bool project) {
   std::vector<int64_t> off(sources.size() + 1, 0);
   int64_t longest = 0;
   for (size_t i = 0; i < sources.size(); ++i) {
@@ -275,31 +274,39 @@ void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources,
     std::memcpy(memory_.data<float>() + b * S_ * C_, px + off[i] * C_,
                 size_t(S * C_) * sizeof(float));  // [S, C] of slot b
   }
+  if (project) project_cross(px, off, slots);
 }
 
-void DecodeSession::project_cross(int64_t b) {
-  const int64_t S = src_len_[size_t(b)];
-  const float* mem = memory_.data<float>() + b * S_ * C_;  // [S, C]
-  float* kx = grow(k_, S * C_);                            // [S, C]
-  float* vx = grow(v_, S * C_);                            // [S, C]
+void DecodeSession::project_cross(const float* mem, std::span<const int64_t> off,
+                                  std::span<const int64_t> slots) {
+  const int64_t N = off.back();
+  float* kx = grow(k_, N * C_);  // [N, C]
+  float* vx = grow(v_, N * C_);  // [N, C]
   const size_t head_bytes = size_t(Dh_) * sizeof(float);
   for (size_t l = 0; l < size_t(L_); ++l) {
     const AttnParams& A = m_.decoder_layers()[l].cross_attn;
-    linear(mem, S, C_, C_, A.wk, A.bk, kx, decoder_shape_.out_in);
-    linear(mem, S, C_, C_, A.wv, A.bv, vx, decoder_shape_.out_in);
-    float* ck = cross_k_[l].data<float>() + b * H_ * S_ * Dh_;  // [H, S, Dh] of source b
-    float* cv = cross_v_[l].data<float>() + b * H_ * S_ * Dh_;
-    for (int64_t h = 0; h < H_; ++h)
-      for (int64_t t = 0; t < S; ++t) {
-        std::memcpy(ck + (h * S_ + t) * Dh_, kx + t * C_ + h * Dh_, head_bytes);
-        std::memcpy(cv + (h * S_ + t) * Dh_, vx + t * C_ + h * Dh_, head_bytes);
-      }
+    linear(mem, N, C_, C_, A.wk, A.bk, kx, decoder_shape_.out_in);
+    linear(mem, N, C_, C_, A.wv, A.bv, vx, decoder_shape_.out_in);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const int64_t b = slots[i];
+      float* ck = cross_k_[l].data<float>() + b * H_ * S_ * Dh_;  // [H, S, Dh] of source b
+      float* cv = cross_v_[l].data<float>() + b * H_ * S_ * Dh_;
+      for (int64_t h = 0; h < H_; ++h)
+        for (int64_t t = 0; t < off[i + 1] - off[i]; ++t) {
+          const int64_t from = (off[i] + t) * C_ + h * Dh_;
+          std::memcpy(ck + (h * S_ + t) * Dh_, kx + from, head_bytes);
+          std::memcpy(cv + (h * S_ + t) * Dh_, vx + from, head_bytes);
+        }
+    }
   }
 }
 
 void DecodeSession::project_all_cross() {
   for (int64_t b = 0; b < B_; ++b)
-    if (src_len_[size_t(b)] > 0) project_cross(b);
+    if (src_len_[size_t(b)] > 0) {
+      const int64_t off[2] = {0, src_len_[size_t(b)]};
+      project_cross(memory_.data<float>() + b * S_ * C_, off, {&b, 1});
+    }
 }
 
 // ---- decoder ------------------------------------------------------------------------------

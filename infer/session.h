@@ -108,9 +108,12 @@ class DecodeSession {
                    const std::vector<int32_t>& row_source, int64_t capacity) const;
   void check_source(const std::vector<int32_t>& s, const std::string& what, const char* op) const;
   void allocate(int64_t rows, int64_t capacity, int64_t sources, int64_t source_positions);
-  void encode(const std::vector<std::vector<int32_t>>& sources,
-              std::span<const int64_t> slots);  // into memory_'s slots
-  void project_cross(int64_t slot);           // every decoder layer's cross K/V of one source slot
+  void encode(const std::vector<std::vector<int32_t>>& sources, std::span<const int64_t> slots,
+              bool project);  // into memory_'s slots (and their cross K/V when `project`)
+  // Every decoder layer's cross K/V of the sources whose encoder outputs are rows
+  // [off[i], off[i+1]) of mem [N, C], into source slots slots[i]: one product per matrix.
+  void project_cross(const float* mem, std::span<const int64_t> off,
+                     std::span<const int64_t> slots);
   void project_all_cross();                   // of every source slot in use
   float* k_slot(size_t layer, int64_t slot);  // [H, Tc, Dh] of a cache slot
   float* v_slot(size_t layer, int64_t slot);

@@ -218,6 +218,35 @@ TEST(Kernels, WeightedRowsSumInIncreasingJ) {
     }
 }
 
+// The epilogue (bias, then activation) gives exactly what add_row_bias then activate give after
+// the plain product, on 1 and 2 threads, for a call small enough to stay whole and one that is
+// split; a row stride wider than N leaves the gap untouched.
+TEST(Kernels, RowwiseEpilogueIsBiasThenActivation) {
+  const int64_t M = 5, K = 256;
+  for (int64_t N : {24, 520})  // 2·M·N·K: ~2^16 (whole), ~2^20.3 (split on 2 threads)
+    for (int threads : {1, 2})
+      for (kernels::Act act : {kernels::Act::Relu, kernels::Act::Gelu, kernels::Act::Tanh})
+        for (bool with_bias : {false, true}) {
+          kernels::gemm_nt_rowwise_set_threads(threads);
+          const int64_t ldy = N + 3;
+          const std::vector<float> x = filled<float>(M * K, 0.3), w = filled<float>(N * K, 0.02),
+                                   b = filled<float>(N, 0.7);
+          std::vector<float> want(size_t(M * ldy), -5.f), got(want);
+          kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, want.data(), ldy);
+          for (int64_t i = 0; i < M; ++i) {
+            float* row = want.data() + i * ldy;
+            if (with_bias) kernels::add_row_bias<float>(row, b.data(), 1, N);
+            kernels::activate<float>(row, row, N, act);
+          }
+          const kernels::RowwiseEpilogue e{with_bias ? b.data() : nullptr, true, act};
+          kernels::gemm_nt_rowwise(M, N, K, x.data(), K, w.data(), K, got.data(), ldy, e);
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+              << "N " << N << ", " << threads << " threads, act " << int(act) << ", bias "
+              << with_bias;
+        }
+  kernels::gemm_nt_rowwise_set_threads(0);
+}
+
 // parallel_for runs every chunk exactly once, on 1 or 2 threads, also when a chunk itself makes
 // a gemm_nt_rowwise call big enough to be split (that call then runs on its chunk's thread).
 TEST(Kernels, ParallelForRunsEveryChunkOnce) {
