@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -189,6 +190,7 @@ struct Product {
   dnnl::matmul prim;
   dnnl::memory src, wei, dst;
   std::string impl;
+  std::unordered_map<int, dnnl::memory> args;  // built once: execute() takes them by reference
 };
 
 // A float gemm as kernels::gemm / gemm_batched describe it.
@@ -247,8 +249,7 @@ class OneDnn {
     p.src.set_data_handle(const_cast<float*>(g.a));
     p.wei.set_data_handle(const_cast<float*>(g.b));
     p.dst.set_data_handle(g.c);
-    p.prim.execute(stream_,
-                   {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}});
+    p.prim.execute(stream_, p.args);
     stream_.wait();
   }
 
@@ -279,9 +280,13 @@ class OneDnn {
       attr.set_post_ops(ops);
     }
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), attr, engine_);
-    Product p{dnnl::matmul(pd), dnnl::memory(src, engine_, nullptr),
-              dnnl::memory(wei, engine_, nullptr), dnnl::memory(dst, engine_, nullptr),
-              pd.impl_info_str()};
+    Product p{dnnl::matmul(pd),
+              dnnl::memory(src, engine_, nullptr),
+              dnnl::memory(wei, engine_, nullptr),
+              dnnl::memory(dst, engine_, nullptr),
+              pd.impl_info_str(),
+              {}};
+    p.args = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
     g_primitives.fetch_add(1, std::memory_order_relaxed);
     return cache_.emplace(key, std::move(p)).first->second;
   }
