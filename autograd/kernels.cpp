@@ -145,14 +145,22 @@ void mat_vec<double>(int64_t m, int64_t k, double alpha, const double* a, int64_
 // The row and element loops below go through parallel_range: rows (or elements) are split over
 // the pool when there are enough of them, and each is computed as on one thread.
 
+namespace {
+template <typename T>
+T row_max(const T* x, int64_t n) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t c = 0; c < n; ++c) mx = std::max(mx, x[c]);
+  return mx;
+}
+}  // namespace
+
 template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
   parallel_range(rows, double(cols) * kCostTranscendental, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
+      const T mx = row_max(xr, cols);
       if (mx == -std::numeric_limits<T>::infinity()) {  // fully masked row: no probability mass
         std::fill_n(yr, cols, T(0));
         continue;
@@ -174,8 +182,7 @@ void log_softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
+      const T mx = row_max(xr, cols);
       if (mx == -std::numeric_limits<T>::infinity()) {
         std::fill_n(yr, cols, -std::numeric_limits<T>::infinity());
         continue;

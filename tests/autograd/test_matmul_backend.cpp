@@ -120,6 +120,10 @@ struct Case {
     kernels::gemm<float>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
     return c;
   }
+  std::vector<float> run_with(MatmulBackend b, Precision p) const {
+    const kernels::MatmulScope s(b, p);
+    return run();
+  }
   // Every element against the double reference, within the float32 summation bound
   // (k + 2)·2^-24·(Σ|a·b| + |beta·c0|); the padding between rows must be left as it was.
   void expect_near(const std::vector<float>& c, bool round) const {
@@ -164,11 +168,7 @@ TEST(MatmulBackend, OneDnnFloat32GivesOpenBlasProductForEveryLayout) {
     const std::vector<float> blas = c.run();
     c.expect_near(blas, false);
     const kernels::MatmulCounts before = kernels::matmul_counts();
-    std::vector<float> dnn;
-    {
-      const kernels::MatmulScope s(MatmulBackend::OneDNN, Precision::F32);
-      dnn = c.run();
-    }
+    const std::vector<float> dnn = c.run_with(MatmulBackend::OneDNN, Precision::F32);
     EXPECT_EQ(kernels::matmul_counts().onednn_f32, before.onednn_f32 + 1);
     c.expect_near(dnn, false);
   }
@@ -180,11 +180,7 @@ TEST(MatmulBackend, Bf16MultipliesTheRoundedOperandsInFloat32) {
   double far_from_f32 = 0;
   for (const Case& c : cases()) {
     const kernels::MatmulCounts before = kernels::matmul_counts();
-    std::vector<float> got;
-    {
-      const kernels::MatmulScope s(MatmulBackend::OpenBLAS, Precision::BF16);
-      got = c.run();
-    }
+    const std::vector<float> got = c.run_with(MatmulBackend::OpenBLAS, Precision::BF16);
     EXPECT_EQ(kernels::matmul_counts().onednn_bf16, before.onednn_bf16 + 1);
     // Rounded operands, float32 sums: as close to the rounded product as float32 is to exact.
     c.expect_near(got, true);
