@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -399,14 +400,28 @@ bool auto_picks_onednn(const Gemm& g) {
 
 bool routed(const Gemm& g) {
   const MatmulBackend backend = g_backend;
-  if (g_precision == Precision::BF16) {
-    run_bf16(g);
-    return true;
-  }
-  if (backend == MatmulBackend::OpenBLAS ||
-      (backend == MatmulBackend::Auto && !auto_picks_onednn(g)))
+  try {
+    if (g_precision == Precision::BF16) {
+      run_bf16(g);
+      return true;
+    }
+    if (backend == MatmulBackend::OpenBLAS ||
+        (backend == MatmulBackend::Auto && !auto_picks_onednn(g)))
+      return false;
+    onednn().run(g, false);
+  } catch (const dnnl::error& e) {
+    // A layout this oneDNN build has no implementation for: OpenBLAS (in float32) does the
+    // product, and the first time says so, since a bf16 run then multiplies it unrounded.
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      std::fprintf(stderr,
+                   "seqtape: warning: oneDNN could not run a %lldx%lldx%lld product (%s); "
+                   "OpenBLAS runs such products in float32\n",
+                   static_cast<long long>(g.m), static_cast<long long>(g.n),
+                   static_cast<long long>(g.k), e.what());
+    });
     return false;
-  onednn().run(g, false);
+  }
   g_onednn_f32.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
