@@ -665,10 +665,6 @@ void log_validation(const TrainReport& rep, const std::string& written, std::ost
   log << "wrote " << rep.checkpoint << ", " << written << "\n";
 }
 
-}  // namespace
-
-namespace {
-
 // The backend and precision the run uses: the ones asked for, or the nearest this build and CPU
 // can run; `note` is the log line saying which (empty for the OpenBLAS float32 default).
 struct MatmulChoice {
