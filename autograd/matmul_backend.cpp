@@ -81,9 +81,10 @@ float round_to_bf16(float x) {
 std::string matmul_problem(MatmulBackend b, Precision p) {
   const OneDnnInfo& info = onednn_info();
   const bool wants_onednn = b != MatmulBackend::OpenBLAS || p == Precision::BF16;
+  const std::string flag = p == Precision::BF16 ? std::string("--precision bf16")
+                                                : std::string("--matmul ") + matmul_backend_name(b);
   if (wants_onednn && !info.built)
-    return std::string(p == Precision::BF16 ? "--precision bf16" : "--matmul ") +
-           (p == Precision::BF16 ? "" : matmul_backend_name(b)) +
+    return flag +
            " needs oneDNN, and this seqtape was built without it (install Debian's libdnnl-dev "
            "and rebuild)";
   if (p == Precision::BF16 && !info.bf16)

@@ -676,22 +676,20 @@ struct MatmulChoice {
 MatmulChoice choose_matmul(const TrainOptions& opt) {
   using kernels::Precision;
   MatmulChoice c{opt.matmul, opt.precision, ""};
-  std::string why = kernels::matmul_problem(c.backend, c.precision);
-  if (!why.empty()) {
+  if (const std::string why = kernels::matmul_problem(c.backend, c.precision); !why.empty()) {
     c.precision = Precision::F32;
     if (!kernels::matmul_problem(c.backend, c.precision).empty())
       c.backend = kernels::MatmulBackend::OpenBLAS;
     c.note = "warning: " + why + "; training with " + kernels::matmul_backend_name(c.backend) +
-             " in float32 instead\n";
+             " in float32 instead";
   }
-  if (c.backend != kernels::MatmulBackend::OpenBLAS || c.precision != Precision::F32) {
-    const kernels::OneDnnInfo& info = kernels::onednn_info();
-    c.note += std::string("matmul: ") +
-              (c.precision == Precision::BF16 ? "bf16 operands, float32 accumulation, on oneDNN"
-                                              : kernels::matmul_backend_name(c.backend)) +
-              " (oneDNN " + info.version + ", ISA " + info.isa + ")";
-  }
-  if (!c.note.empty() && c.note.back() == '\n') c.note.pop_back();
+  if (c.backend == kernels::MatmulBackend::OpenBLAS && c.precision == Precision::F32) return c;
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (!c.note.empty()) c.note += "\n";
+  c.note += std::string("matmul: ") +
+            (c.precision == Precision::BF16 ? "bf16 operands, float32 accumulation, on oneDNN"
+                                            : kernels::matmul_backend_name(c.backend)) +
+            " (oneDNN " + info.version + ", ISA " + info.isa + ")";
   return c;
 }
 
