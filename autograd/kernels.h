@@ -5,6 +5,7 @@
 //
 // Dimension key: M, N, K gemm sizes; R rows; C columns (the last axis).
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -127,12 +128,22 @@ void parallel_range(int64_t n, double cost, F&& f) {
 
 // d[j] += Σ_i f(i, j) over rows i < R in increasing i, for each column j < C: split by columns
 // over the pool, so each column is summed in the same order on any number of threads. cost is
-// per element (as parallel_range's).
+// per element (as parallel_range's). The running sums of up to 256 columns live in a local
+// array while the rows pass (d may alias what f reads, as far as the compiler knows, so summing
+// in d itself would store and reload every element instead of vectorizing across columns); they
+// start from d[j] and add the same terms in the same order, so the bits are those of d[j] += ….
 template <typename T, typename F>
 void add_column_sums(T* d, int64_t rows, int64_t cols, double cost, F&& f) {
   parallel_range(cols, double(rows) * cost, [&](int64_t j0, int64_t j1) {
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = j0; j < j1; ++j) d[j] += f(i, j);
+    constexpr int64_t kBlock = 256;
+    T acc[kBlock];
+    for (int64_t b = j0; b < j1; b += kBlock) {
+      const int64_t n = std::min(kBlock, j1 - b);
+      for (int64_t u = 0; u < n; ++u) acc[u] = d[b + u];
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t u = 0; u < n; ++u) acc[u] += f(i, b + u);
+      for (int64_t u = 0; u < n; ++u) d[b + u] = acc[u];
+    }
   });
 }
 
