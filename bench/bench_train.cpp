@@ -25,16 +25,19 @@
 #include "train/optim.h"
 #include "train/trainer.h"
 
-// Every plain operator new in this program is counted, so the bench can show how many heap
-// allocations a steady training step still makes (tensor buffers come from the pool; shapes,
-// closures and tape nodes do not yet).
+// Every plain operator new made while g_counting is set is counted, so the bench can show how
+// many heap allocations a steady training step still makes (tensor buffers come from the pool;
+// shapes, closures and tape nodes do not yet). Only the one counted step pays for the atomic
+// add: a locked add on every allocation of every timed step would be the bench's own cost (about
+// 5 µs of the seed model's step), not seqtape's.
 namespace {
+std::atomic<bool> g_counting{false};
 std::atomic<uint64_t> g_news{0};
-}
+}  // namespace
 // None is inlined: GCC would otherwise pair malloc/free with its built-in operator new/delete and
 // warn (-Wmismatched-new-delete).
 __attribute__((noinline)) void* operator new(std::size_t n) {
-  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (g_counting.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
@@ -284,7 +287,9 @@ void profile_config(const Cfg& c, Mode mode, int steps) {
   for (int i = 0; i < 3; ++i) train_step(s);
   const PoolCounts p0 = pool_counts();
   const uint64_t n0 = g_news.load();
+  g_counting.store(true);
   train_step(s);
+  g_counting.store(false);
   const PoolCounts p1 = pool_counts();
   const uint64_t n1 = g_news.load();
   profile::reset();
