@@ -89,7 +89,7 @@ inline int norm_axis(int axis, int ndim, const char* op, const Shape& s) {
 // strides over the output's dimensions (0 along broadcast dimensions).
 struct Broadcast {
   Shape out;
-  std::vector<int64_t> sa, sb;
+  Shape sa, sb;       // element strides, kept in a Shape for its in-place storage
   bool same = false;  // a.shape == b.shape: plain elementwise loop
   // a.shape == out and b.shape is a suffix of it (a bias over rows): rows × inner loops.
   int64_t suffix_inner = 0;

@@ -75,7 +75,7 @@ class PoolLock {
 
 struct Pool {
   PoolLock mu;
-  std::array<std::vector<void*>, kBuckets> free;
+  std::array<std::vector<Buffer*>, kBuckets> free;
   size_t cached = 0;
   size_t in_use = 0;
   uint64_t mallocs = 0;   // buffers that had to come from aligned_alloc
@@ -85,15 +85,6 @@ Pool& pool() {
   static Pool* p = new Pool();  // never destroyed: tensors may outlive static destructors
   return *p;
 }
-// Frees every cached buffer (after an allocation failed, so that it can be retried).
-void release_cached(Pool& p) {
-  std::lock_guard<PoolLock> lock(p.mu);
-  for (auto& list : p.free) {
-    for (void* q : list) std::free(q);
-    list.clear();
-  }
-  p.cached = 0;
-}
 int bucket_of(size_t bytes) {
   int b = 6;  // 64 bytes minimum, cache-line aligned
   while ((size_t{1} << b) < bytes) ++b;
@@ -101,61 +92,94 @@ int bucket_of(size_t bytes) {
 }
 }  // namespace
 
+// A pooled block of 2^bucket bytes and the count of the tensors that reference it. The pool's
+// free lists hold released Buffers whole (block and bookkeeping), so a reused one costs no
+// allocation at all.
 struct Buffer {
   void* ptr = nullptr;
   int bucket = 0;
-  explicit Buffer(size_t bytes) {
-    bucket = bucket_of(bytes);
-    if (bucket >= kBuckets)
-      fail("Tensor", "allocation of " + std::to_string(bytes) + " bytes is too large");
-    Pool& p = pool();
-    {
-      std::lock_guard<PoolLock> lock(p.mu);
-      auto& list = p.free[bucket];
-      if (!list.empty()) {
-        ptr = list.back();
-        list.pop_back();
-        p.cached -= size_t{1} << bucket;
-      }
-      p.in_use += size_t{1} << bucket;
-      ++p.acquires;
-      if (!ptr) ++p.mallocs;
+  std::atomic<int64_t> refs{1};
+};
+
+namespace {
+// Frees every cached buffer (after an allocation failed, so that it can be retried).
+void release_cached(Pool& p) {
+  std::lock_guard<PoolLock> lock(p.mu);
+  for (auto& list : p.free) {
+    for (Buffer* b : list) {
+      std::free(b->ptr);
+      delete b;
     }
-    if (!ptr) {
-      ptr = std::aligned_alloc(64, size_t{1} << bucket);
-      if (!ptr) {  // give the cached buffers back to the system and try once more
-        release_cached(p);
-        ptr = std::aligned_alloc(64, size_t{1} << bucket);
-      }
-      if (!ptr) {
-        std::lock_guard<PoolLock> lock(p.mu);
-        p.in_use -= size_t{1} << bucket;
-        fail("Tensor", "out of memory allocating " + std::to_string(bytes) + " bytes");
-      }
-    }
+    list.clear();
   }
-  // noexcept, and nothing in it may throw: it runs while a std::bad_alloc unwinds the stack,
-  // and the free list growing is itself an allocation — if that fails, the buffer is freed.
-  ~Buffer() noexcept {
-    Pool& p = pool();
-    size_t sz = size_t{1} << bucket;
+  p.cached = 0;
+}
+
+// A buffer of at least `bytes`, with one reference: from the free list of its size, or fresh.
+Buffer* acquire_buffer(size_t bytes) {
+  const int bucket = bucket_of(bytes);
+  if (bucket >= kBuckets)
+    fail("Tensor", "allocation of " + std::to_string(bytes) + " bytes is too large");
+  const size_t sz = size_t{1} << bucket;
+  Pool& p = pool();
+  {
+    std::lock_guard<PoolLock> lock(p.mu);
+    auto& list = p.free[bucket];
+    p.in_use += sz;
+    ++p.acquires;
+    if (!list.empty()) {
+      Buffer* b = list.back();
+      list.pop_back();
+      p.cached -= sz;
+      b->refs.store(1, std::memory_order_relaxed);
+      return b;
+    }
+    ++p.mallocs;
+  }
+  void* ptr = std::aligned_alloc(64, sz);
+  if (!ptr) {  // give the cached buffers back to the system and try once more
+    release_cached(p);
+    ptr = std::aligned_alloc(64, sz);
+  }
+  Buffer* b = ptr ? new (std::nothrow) Buffer : nullptr;
+  if (!b) {
+    std::free(ptr);
     std::lock_guard<PoolLock> lock(p.mu);
     p.in_use -= sz;
-    bool kept = false;
+    fail("Tensor", "out of memory allocating " + std::to_string(bytes) + " bytes");
+  }
+  b->ptr = ptr;
+  b->bucket = bucket;
+  return b;
+}
+}  // namespace
+
+void BufferRef::retain(Buffer* b) noexcept {
+  b->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The last reference gives the buffer back. noexcept, and nothing in it may throw: it runs while
+// a std::bad_alloc unwinds the stack, and the free list growing is itself an allocation — if
+// that fails, the buffer is freed.
+void BufferRef::release(Buffer* b) noexcept {
+  if (b->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  Pool& p = pool();
+  const size_t sz = size_t{1} << b->bucket;
+  {
+    std::lock_guard<PoolLock> lock(p.mu);
+    p.in_use -= sz;
     if (p.cached + sz <= kMaxCached) {
       try {
-        p.free[bucket].push_back(ptr);
+        p.free[static_cast<size_t>(b->bucket)].push_back(b);
         p.cached += sz;
-        kept = true;
+        return;
       } catch (...) {
       }
     }
-    if (!kept) std::free(ptr);
   }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-};
-static_assert(std::is_nothrow_destructible_v<Buffer>, "Buffer is released during unwinding");
+  std::free(b->ptr);
+  delete b;
+}
 
 size_t pool_bytes_in_use() {
   std::lock_guard<PoolLock> lock(pool().mu);
@@ -180,7 +204,7 @@ Tensor Tensor::empty(Shape shape, DType dtype) {
     fail("Tensor", "shape " + shape_str(shape) + " is too large to allocate");
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
-  t.buf_ = std::make_shared<Buffer>(std::max<size_t>(1, t.nbytes()));
+  t.buf_ = BufferRef(acquire_buffer(std::max<size_t>(1, t.nbytes())));
   t.ptr_ = t.buf_->ptr;
   return t;
 }
@@ -224,7 +248,7 @@ int64_t Tensor::dim(int i) const {
 }
 
 void Tensor::check_dtype(DType want) const {
-  if (!buf_) fail("Tensor", "access to an undefined tensor");
+  if (!buf_.get()) fail("Tensor", "access to an undefined tensor");
   if (want != dtype_)
     fail("Tensor",
          std::string("data of a ") + dtype_name(dtype_) + " tensor read as " + dtype_name(want));
@@ -251,7 +275,7 @@ Tensor Tensor::view_of(const Tensor& base, int64_t offset, Shape shape) {
 }
 
 Tensor Tensor::clone() const {
-  if (!buf_) return Tensor();
+  if (!buf_.get()) return Tensor();
   Tensor t = empty(shape_, dtype_);
   std::memcpy(t.ptr_, ptr_, nbytes());
   return t;
@@ -280,7 +304,7 @@ void Tensor::fill(double value) {
 }
 
 void Tensor::zero() {
-  if (buf_) std::memset(ptr_, 0, nbytes());
+  if (buf_.get()) std::memset(ptr_, 0, nbytes());
 }
 
 double Tensor::get(int64_t i) const {

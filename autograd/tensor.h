@@ -11,6 +11,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace seqtape {
@@ -20,7 +21,121 @@ enum class DType : uint8_t { F32 = 0, F64 = 1 };
 size_t dtype_size(DType d);
 const char* dtype_name(DType d);
 
-using Shape = std::vector<int64_t>;
+// A tensor's dimensions: a vector of int64_t that keeps up to kInline of them in place, so that
+// making, copying and destroying the shapes of a training step's tensors (hundreds per step) does
+// not go to the heap; more dimensions move to a std::vector. The std::vector-like subset the
+// project uses (and a conversion to std::vector).
+class Shape {
+ public:
+  using value_type = int64_t;
+  using size_type = size_t;
+  using iterator = int64_t*;
+  using const_iterator = const int64_t*;
+  using reference = int64_t&;
+  using const_reference = const int64_t&;
+  static constexpr size_t kInline = 6;
+
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : Shape(dims.begin(), dims.end()) {}
+  explicit Shape(size_t n, int64_t value = 0) {
+    for (size_t i = 0; i < n; ++i) push_back(value);
+  }
+  template <typename It, typename = decltype(*std::declval<It>())>
+  Shape(It first, It last) {
+    for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
+  }
+  Shape(const std::vector<int64_t>& dims) : Shape(dims.begin(), dims.end()) {}  // NOLINT
+  Shape(const Shape& o) : Shape(o.begin(), o.end()) {}
+  Shape(Shape&& o) noexcept : n_(o.n_), big_(std::move(o.big_)) {
+    for (size_t i = 0; i < kInline && i < n_; ++i) small_[i] = o.small_[i];
+    o.n_ = 0;
+    o.big_.clear();
+  }
+  Shape& operator=(const Shape& o) {
+    if (this != &o) {
+      clear();
+      for (int64_t d : o) push_back(d);
+    }
+    return *this;
+  }
+  Shape& operator=(Shape&& o) noexcept {
+    if (this != &o) {
+      n_ = o.n_;
+      big_ = std::move(o.big_);
+      for (size_t i = 0; i < kInline && i < n_; ++i) small_[i] = o.small_[i];
+      o.n_ = 0;
+      o.big_.clear();
+    }
+    return *this;
+  }
+  ~Shape() = default;
+
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int64_t* data() { return n_ > kInline ? big_.data() : small_; }
+  const int64_t* data() const { return n_ > kInline ? big_.data() : small_; }
+  int64_t* begin() { return data(); }
+  int64_t* end() { return data() + n_; }
+  const int64_t* begin() const { return data(); }
+  const int64_t* end() const { return data() + n_; }
+  int64_t& operator[](size_t i) { return data()[i]; }
+  int64_t operator[](size_t i) const { return data()[i]; }
+  int64_t& back() { return data()[n_ - 1]; }
+  int64_t back() const { return data()[n_ - 1]; }
+  int64_t& front() { return data()[0]; }
+  int64_t front() const { return data()[0]; }
+  void clear() {
+    n_ = 0;
+    big_.clear();
+  }
+  // Removes the dimension at `pos`; returns an iterator to the one after it.
+  int64_t* erase(const int64_t* pos) {
+    const size_t at = static_cast<size_t>(pos - begin());
+    Shape rest;
+    for (size_t i = 0; i < n_; ++i)
+      if (i != at) rest.push_back((*this)[i]);
+    *this = std::move(rest);
+    return begin() + at;
+  }
+  void assign(size_t n, int64_t value) {
+    clear();
+    for (size_t i = 0; i < n; ++i) push_back(value);
+  }
+  void push_back(int64_t d) {
+    if (n_ < kInline) {
+      small_[n_++] = d;
+      return;
+    }
+    if (n_ == kInline) big_.assign(small_, small_ + kInline);
+    big_.push_back(d);
+    ++n_;
+  }
+  void pop_back() {
+    if (n_ == kInline + 1) {
+      for (size_t i = 0; i < kInline; ++i) small_[i] = big_[i];
+      big_.clear();
+    } else if (n_ > kInline) {
+      big_.pop_back();
+    }
+    --n_;
+  }
+  std::vector<int64_t> vec() const { return {begin(), end()}; }
+  operator std::vector<int64_t>() const { return vec(); }  // NOLINT
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.n_ != b.n_) return false;
+    for (size_t i = 0; i < a.n_; ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  }
+  friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
+
+ private:
+  size_t n_ = 0;
+  int64_t small_[kInline] = {};
+  std::vector<int64_t> big_;  // all the dimensions when there are more than kInline
+};
+
 std::string shape_str(const Shape& s);
 int64_t shape_numel(const Shape& s);
 
@@ -52,6 +167,40 @@ decltype(auto) dispatch(DType d, Fn&& fn) {
 
 struct Buffer;  // pooled storage, see tensor.cpp
 
+// A counted reference to a pooled Buffer: copies share it, and the last one gives the buffer
+// back to the pool. The count lives in the Buffer, which the pool keeps with its memory, so a
+// tensor costs no heap allocation for its bookkeeping (a std::shared_ptr's control block would
+// be one per tensor).
+class BufferRef {
+ public:
+  BufferRef() = default;
+  explicit BufferRef(Buffer* b) noexcept : b_(b) {}  // adopts the reference b was made with
+  BufferRef(const BufferRef& o) noexcept : b_(o.b_) {
+    if (b_) retain(b_);
+  }
+  BufferRef(BufferRef&& o) noexcept : b_(std::exchange(o.b_, nullptr)) {}
+  BufferRef& operator=(const BufferRef& o) noexcept {
+    BufferRef copy(o);
+    std::swap(b_, copy.b_);
+    return *this;
+  }
+  BufferRef& operator=(BufferRef&& o) noexcept {
+    BufferRef moved(std::move(o));
+    std::swap(b_, moved.b_);
+    return *this;
+  }
+  ~BufferRef() {
+    if (b_) release(b_);
+  }
+  Buffer* get() const { return b_; }
+  Buffer* operator->() const { return b_; }
+
+ private:
+  static void retain(Buffer* b) noexcept;
+  static void release(Buffer* b) noexcept;
+  Buffer* b_ = nullptr;
+};
+
 class Tensor {
  public:
   Tensor() = default;                // undefined: no storage, no shape
@@ -65,7 +214,7 @@ class Tensor {
   static Tensor zeros_like(const Tensor& t) { return Tensor(t.shape(), t.dtype()); }
   static Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
 
-  bool defined() const { return buf_ != nullptr; }
+  bool defined() const { return buf_.get() != nullptr; }
   const Shape& shape() const { return shape_; }
   int ndim() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const;  // negative i counts from the end
@@ -100,11 +249,11 @@ class Tensor {
   double item() const;  // the single element of a one-element tensor
   std::vector<double> to_vector() const;
   std::vector<float> to_floats() const;
-  bool same_storage(const Tensor& o) const { return buf_ == o.buf_; }
+  bool same_storage(const Tensor& o) const { return buf_.get() == o.buf_.get(); }
 
  private:
   void check_dtype(DType want) const;
-  std::shared_ptr<Buffer> buf_;
+  BufferRef buf_;
   void* ptr_ = nullptr;
   Shape shape_;
   int64_t numel_ = 0;
