@@ -1,0 +1,206 @@
+// gemm_small_batched (kernels_small_gemm.h): many small float products (attention's heads).
+//
+// The order (every path): c[i, j] = s·alpha when beta = 0 (C is not read), fma(alpha, s,
+// beta·c[i, j]) otherwise, where s is the chain s = fma(op(A)[i, p], op(B)[p, j], s) over p = 0,
+// 1, ..., K - 1 from s = 0 (on the portable path s = s + a·b, a multiply then an add). It depends
+// on nothing but the operands: not on M, N, the batch, the blocking or the thread, so the
+// AVX-512 and AVX2 paths give the same bits, and a run gives the same bits on any thread count.
+// The vector paths hold a block of C's rows × columns in registers (columns across lanes),
+// reading op(B) by rows: in place, or (transposed, or rows not whole vectors) from a zero-padded
+// copy made once per product.
+//
+// Dimension key: M rows of C, N columns, K the shared inner dimension.
+#include "autograd/kernels_small_gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define SEQTAPE_SMALL_X86 1
+#endif
+
+namespace seqtape::kernels {
+
+namespace {
+
+// Products up to this many multiply-adds (M·N·K) take the small path: see gemm_small_takes.
+constexpr double kGemmSmallMaxMnk = 262144.0;  // 64^3
+
+#ifdef SEQTAPE_SMALL_X86
+
+namespace avx512 {
+#define SEQTAPE_SG_TARGET "avx512f,avx2,fma"
+#define SEQTAPE_SG_VEC __m512
+#define SEQTAPE_SG_LANES 16
+#define SEQTAPE_SG_MASKT __mmask16
+#define SEQTAPE_SG_MASK(cnt) static_cast<__mmask16>((1u << (cnt)) - 1)
+#define SEQTAPE_SG_ZERO() _mm512_setzero_ps()
+#define SEQTAPE_SG_LOADU(p) _mm512_loadu_ps(p)
+#define SEQTAPE_SG_SET1(f) _mm512_set1_ps(f)
+#define SEQTAPE_SG_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define SEQTAPE_SG_MUL(a, b) _mm512_mul_ps(a, b)
+#define SEQTAPE_SG_LOADM(p, mask) _mm512_maskz_loadu_ps(mask, p)
+#define SEQTAPE_SG_STOREM(p, v, mask) _mm512_mask_storeu_ps(p, mask, v)
+#define SEQTAPE_SG_ROWS4 4
+#include "autograd/kernels_small_gemm.inc"
+}  // namespace avx512
+
+namespace avx2 {
+// The first cnt lanes set (cnt = 1..8): a mask for maskload / maskstore.
+__attribute__((target("avx2,fma"))) inline __m256i lanes_mask(int cnt) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#define SEQTAPE_SG_TARGET "avx2,fma"
+#define SEQTAPE_SG_VEC __m256
+#define SEQTAPE_SG_LANES 8
+#define SEQTAPE_SG_MASKT __m256i
+#define SEQTAPE_SG_MASK(cnt) lanes_mask(cnt)
+#define SEQTAPE_SG_ZERO() _mm256_setzero_ps()
+#define SEQTAPE_SG_LOADU(p) _mm256_loadu_ps(p)
+#define SEQTAPE_SG_SET1(f) _mm256_set1_ps(f)
+#define SEQTAPE_SG_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define SEQTAPE_SG_MUL(a, b) _mm256_mul_ps(a, b)
+#define SEQTAPE_SG_LOADM(p, mask) _mm256_maskload_ps(p, mask)
+#define SEQTAPE_SG_STOREM(p, v, mask) _mm256_maskstore_ps(p, mask, v)
+#define SEQTAPE_SG_ROWS4 2
+#include "autograd/kernels_small_gemm.inc"
+}  // namespace avx2
+
+#endif  // SEQTAPE_SMALL_X86
+
+// Portable: the same chains without fusing, one row of C at a time (the j loop vectorizes).
+void product_portable(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t ras,
+                      int64_t cas, const float* bp, int64_t ldbp, float beta, float* c,
+                      int64_t ldc) {
+  thread_local std::vector<float> row;
+  if (row.size() < static_cast<size_t>(n)) row.resize(static_cast<size_t>(n));
+  float* s = row.data();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) s[j] = 0.f;
+    for (int64_t p = 0; p < k; ++p) {
+      const float x = a[i * ras + p * cas];
+      const float* b = bp + p * ldbp;
+      for (int64_t j = 0; j < n; ++j) s[j] += x * b[j];
+    }
+    float* ci = c + i * ldc;
+    if (beta == 0.f)
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * s[j];
+    else
+      for (int64_t j = 0; j < n; ++j) ci[j] = alpha * s[j] + beta * ci[j];
+  }
+}
+
+// The widest path this CPU has, chosen once, or a narrower one that SEQTAPE_ROWWISE_PATH asks
+// for (avx2, portable: the same switch as gemm_nt_rowwise's, so tests run every path here).
+enum class Path { Portable, Avx2, Avx512 };
+Path path() {
+#ifdef SEQTAPE_SMALL_X86
+  static const Path p = [] {
+    Path best = __builtin_cpu_supports("avx512f")                                 ? Path::Avx512
+                : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Path::Avx2
+                                                                                  : Path::Portable;
+    const char* want = std::getenv("SEQTAPE_ROWWISE_PATH");
+    if (want && std::strcmp(want, "avx2") == 0) best = std::min(best, Path::Avx2);
+    if (want && std::strcmp(want, "portable") == 0) best = Path::Portable;
+    return best;
+  }();
+  return p;
+#else
+  return Path::Portable;
+#endif
+}
+
+int64_t lanes() {
+  return path() == Path::Avx512 ? 16 : 8;
+}
+
+// op(B) [K, N] into bp, row stride np >= N, columns N..np zero.
+void pack_b(bool tb, int64_t n, int64_t k, const float* b, int64_t ldb, float* bp, int64_t np) {
+  for (int64_t p = 0; p < k; ++p) std::fill(bp + p * np + n, bp + (p + 1) * np, 0.f);
+  if (!tb) {
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < n; ++j) bp[p * np + j] = b[p * ldb + j];
+    return;
+  }
+  // op(B)[p, j] = B[j, p]: blocks of 8 columns of B, each row of the block written whole
+  int64_t p0 = 0;
+  for (; p0 + 8 <= k; p0 += 8)
+    for (int64_t j = 0; j < n; ++j) {
+      const float* bj = b + j * ldb + p0;
+      for (int u = 0; u < 8; ++u) bp[(p0 + u) * np + j] = bj[u];
+    }
+  for (int64_t p = p0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) bp[p * np + j] = b[j * ldb + p];
+}
+
+// One product; bp has room for op(B) packed (K·np floats). op(B) is read in place when its rows
+// are whole vectors, from a zero-padded copy otherwise.
+void small_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                   float* bp, int64_t np) {
+  int64_t ldbp = ldb;
+  if (tb || np != n) {
+    pack_b(tb, n, k, b, ldb, bp, np);
+    b = bp;
+    ldbp = np;
+  }
+  const int64_t ras = ta ? 1 : lda, cas = ta ? lda : 1;  // op(A)[i, p] = a[i·ras + p·cas]
+#ifdef SEQTAPE_SMALL_X86
+  if (path() == Path::Avx512)
+    return avx512::product(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
+  if (path() == Path::Avx2)
+    return avx2::product(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
+#endif
+  product_portable(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
+}
+
+}  // namespace
+
+void gemm_small_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                        float* c, int64_t ldc, const GemmBatch& bt) {
+  if (bt.n0 <= 0 || bt.n1 <= 0 || m <= 0 || n <= 0) return;
+  const int64_t count = bt.n0 * bt.n1, kk = std::max<int64_t>(k, 0), l = lanes();
+  const int64_t np = (n + l - 1) / l * l;
+  auto run = [&](int64_t t0, int64_t t1) {
+    // (grows to the largest packed B once per thread, then no allocation)
+    thread_local std::vector<float> buf;
+    const size_t need = static_cast<size_t>(kk * np);
+    if (buf.size() < need) buf.resize(need);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = t / bt.n1, j = t % bt.n1;
+      small_product(ta, tb, m, n, kk, alpha, a + i * bt.sa0 + j * bt.sa1, lda,
+                    b + i * bt.sb0 + j * bt.sb1, ldb, beta, c + i * bt.sc0 + j * bt.sc1, ldc,
+                    buf.data(), np);
+    }
+  };
+  // C blocks that overlap (a zero C stride) are written in order on this thread.
+  const bool overlap = (bt.n0 > 1 && bt.sc0 == 0) || (bt.n1 > 1 && bt.sc1 == 0);
+  if (overlap) return run(0, count);
+  // About a vectorized operation per 16 multiply-adds, and the packing.
+  const double cost =
+      (double(m) * double(n) * double(kk) / 16.0 + double(kk) * double(n)) * kCostSimple;
+  parallel_range(count, cost, run);
+}
+
+bool gemm_small_takes(int64_t m, int64_t n, int64_t k) {
+  return m > 0 && n > 0 && k > 0 && double(m) * double(n) * double(k) <= kGemmSmallMaxMnk;
+}
+
+const char* gemm_small_path() {
+  switch (path()) {
+    case Path::Avx512:
+      return "avx512";
+    case Path::Avx2:
+      return "avx2";
+    case Path::Portable:
+      break;
+  }
+  return "portable";
+}
+
+}  // namespace seqtape::kernels
