@@ -188,7 +188,13 @@ void gemm_small_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
 }
 
 bool gemm_small_takes(int64_t m, int64_t n, int64_t k) {
-  return m > 0 && n > 0 && k > 0 && double(m) * double(n) * double(k) <= kGemmSmallMaxMnk;
+  // SEQTAPE_SMALL_GEMM=0: never (BLAS or oneDNN for every product, as before this path; for
+  // measuring it against them)
+  static const bool off = [] {
+    const char* v = std::getenv("SEQTAPE_SMALL_GEMM");
+    return v && std::strcmp(v, "0") == 0;
+  }();
+  return !off && m > 0 && n > 0 && k > 0 && double(m) * double(n) * double(k) <= kGemmSmallMaxMnk;
 }
 
 const char* gemm_small_path() {

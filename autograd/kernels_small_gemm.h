@@ -15,7 +15,8 @@
 namespace seqtape::kernels {
 
 // Whether gemm_batched<float> sends an M×N×K product here: a bound on M·N·K alone, so a
-// product's bits never depend on how many others share its batch.
+// product's bits never depend on how many others share its batch. SEQTAPE_SMALL_GEMM=0 in the
+// environment turns the path off for the process (to measure it against BLAS and oneDNN).
 bool gemm_small_takes(int64_t m, int64_t n, int64_t k);
 
 // gemm_batched's contract (kernels.h), float only, any sizes.
