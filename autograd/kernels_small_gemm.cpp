@@ -54,6 +54,27 @@ namespace avx2 {
 __attribute__((target("avx2,fma"))) inline __m256i lanes_mask(int cnt) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
+// out[u·ldo + r] = in[r·ldi + u] for r, u < 8.
+__attribute__((target("avx2,fma"))) void transpose8x8(const float* in, int64_t ldi, float* out,
+                                                      int64_t ldo) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * ldi);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(out + i * ldo, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(out + (i + 4) * ldo, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+
 #define SEQTAPE_SG_TARGET "avx2,fma"
 #define SEQTAPE_SG_VEC __m256
 #define SEQTAPE_SG_LANES 8
@@ -126,15 +147,26 @@ void pack_b(bool tb, int64_t n, int64_t k, const float* b, int64_t ldb, float* b
       for (int64_t j = 0; j < n; ++j) bp[p * np + j] = b[p * ldb + j];
     return;
   }
-  // op(B)[p, j] = B[j, p]: blocks of 8 columns of B, each row of the block written whole
+  // op(B)[p, j] = B[j, p]: 8 × 8 blocks transposed in registers where the CPU has AVX2, the
+  // rest in blocks of 8 columns of B, each row of the block written whole
+  int64_t j0 = 0;
+#ifdef SEQTAPE_SMALL_X86
+  if (path() != Path::Portable)
+    for (; j0 + 8 <= n; j0 += 8)
+      for (int64_t p0 = 0; p0 + 8 <= k; p0 += 8)
+        avx2::transpose8x8(b + j0 * ldb + p0, ldb, bp + p0 * np + j0, np);
+#endif
+  const int64_t k8 = j0 > 0 ? k - k % 8 : 0;  // columns of rows < j0 done above
+  for (int64_t p = k8; p < k; ++p)
+    for (int64_t j = 0; j < j0; ++j) bp[p * np + j] = b[j * ldb + p];
   int64_t p0 = 0;
   for (; p0 + 8 <= k; p0 += 8)
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = j0; j < n; ++j) {
       const float* bj = b + j * ldb + p0;
       for (int u = 0; u < 8; ++u) bp[(p0 + u) * np + j] = bj[u];
     }
   for (int64_t p = p0; p < k; ++p)
-    for (int64_t j = 0; j < n; ++j) bp[p * np + j] = b[j * ldb + p];
+    for (int64_t j = j0; j < n; ++j) bp[p * np + j] = b[j * ldb + p];
 }
 
 // One product; bp has room for op(B) packed (K·np floats). op(B) is read in place when its rows
