@@ -45,6 +45,8 @@ namespace avx512 {
 #define SEQTAPE_SG_MUL(a, b) _mm512_mul_ps(a, b)
 #define SEQTAPE_SG_LOADM(p, mask) _mm512_maskz_loadu_ps(mask, p)
 #define SEQTAPE_SG_STOREM(p, v, mask) _mm512_mask_storeu_ps(p, mask, v)
+#define SEQTAPE_SG_ROWS1 12
+#define SEQTAPE_SG_ROWS2 6
 #define SEQTAPE_SG_ROWS4 4
 #include "autograd/kernels_small_gemm.inc"
 }  // namespace avx512
@@ -87,6 +89,8 @@ __attribute__((target("avx2,fma"))) void transpose8x8(const float* in, int64_t l
 #define SEQTAPE_SG_MUL(a, b) _mm256_mul_ps(a, b)
 #define SEQTAPE_SG_LOADM(p, mask) _mm256_maskload_ps(p, mask)
 #define SEQTAPE_SG_STOREM(p, v, mask) _mm256_maskstore_ps(p, mask, v)
+#define SEQTAPE_SG_ROWS1 8
+#define SEQTAPE_SG_ROWS2 4
 #define SEQTAPE_SG_ROWS4 2
 #include "autograd/kernels_small_gemm.inc"
 }  // namespace avx2
@@ -144,7 +148,7 @@ void pack_b(bool tb, int64_t n, int64_t k, const float* b, int64_t ldb, float* b
   for (int64_t p = 0; p < k; ++p) std::fill(bp + p * np + n, bp + (p + 1) * np, 0.f);
   if (!tb) {
     for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = 0; j < n; ++j) bp[p * np + j] = b[p * ldb + j];
+      std::memcpy(bp + p * np, b + p * ldb, sizeof(float) * static_cast<size_t>(n));
     return;
   }
   // op(B)[p, j] = B[j, p]: 8 × 8 blocks transposed in registers where the CPU has AVX2, the
@@ -170,7 +174,7 @@ void pack_b(bool tb, int64_t n, int64_t k, const float* b, int64_t ldb, float* b
 }
 
 // One product; bp has room for op(B) packed (K·np floats). op(B) is read in place when its rows
-// are whole vectors, from a zero-padded copy otherwise.
+// are whole vectors and not transposed, from a zero-padded copy otherwise.
 void small_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
                    float* bp, int64_t np) {
@@ -201,7 +205,7 @@ void gemm_small_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
   auto run = [&](int64_t t0, int64_t t1) {
     // (grows to the largest packed B once per thread, then no allocation)
     thread_local std::vector<float> buf;
-    const size_t need = static_cast<size_t>(kk * np);
+    const size_t need = tb || np != n ? static_cast<size_t>(kk * np) : 0;
     if (buf.size() < need) buf.resize(need);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i = t / bt.n1, j = t % bt.n1;
