@@ -52,7 +52,9 @@ MaskView mask_view(const Mask* mask, const AttnDims& d) {
 // The heads of every batch row as one batched product (kernels::gemm_batched over b, h): head
 // h of a [B, T, C] tensor is its [T, Dh] column block at b·T·C + h·Dh, read in place with row
 // stride C; its scores (and their gradient) are the dense block (b·H + h)·Tq·Tk of [B, H, Tq,
-// Tk]. OpenBLAS runs one gemm per head, in the order b, then h; oneDNN one primitive for all.
+// Tk]. Heads as small as the bench models' (up to 64^3 multiply-adds) run on
+// kernels::gemm_small_batched, each head wholly on one of the pool's threads; bigger ones on
+// OpenBLAS, one gemm per head in the order b, then h, or on oneDNN, one primitive for all.
 struct HeadStrides {
   int64_t s0, s1;
 };

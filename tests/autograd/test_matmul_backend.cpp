@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autograd/kernels.h"
+#include "autograd/kernels_small_gemm.h"
 #include "autograd/matmul_backend.h"
 #include "autograd/tensor.h"
 
@@ -225,7 +226,10 @@ TEST(MatmulBackend, AutoRoutesEachShapeOneWayAndStaysRight) {
 // head h in columns h·Dh..; scores [B, H, Tq, Tk] dense. Every backend and precision that runs
 // here against a double reference per product (bf16: of the rounded operands).
 TEST(MatmulBackend, BatchedProductsReadHeadsInPlaceOnEveryBackend) {
-  const int64_t B = 3, H = 2, Tq = 5, Tk = 7, Dh = 4, C = H * Dh;
+  // Products above gemm_small_takes' bound (65·67·64 multiply-adds): smaller ones run on
+  // gemm_small_batched whatever the backend (test_small_gemm.cpp).
+  const int64_t B = 3, H = 2, Tq = 65, Tk = 67, Dh = 64, C = H * Dh;
+  ASSERT_FALSE(kernels::gemm_small_takes(Tq, Tk, Dh));
   const std::vector<float> q = Case::values(B * Tq * C, 0.41), k = Case::values(B * Tk * C, 0.29),
                            w = Case::values(Dh * Tk, 0.17);
   struct Layout {

@@ -1,6 +1,7 @@
 // The non-BLAS ops split over the pool's threads when big enough (kernels::parallel_range): the
 // same bits on 1 and 2 threads, forward and backward, for the row-split ops (layer norm, fused
-// residual + layer norm, softmax, log-softmax, cross-entropy, attention's softmax), the
+// residual + layer norm, softmax, log-softmax, cross-entropy, attention's softmax), attention's
+// head products (kernels::gemm_small_batched: each head on one thread), the
 // elementwise ops and activations, and the sums over rows split by columns (bias and layer-norm
 // gradients) or into fixed blocks (sum_squares).
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "autograd/kernels.h"
+#include "autograd/kernels_small_gemm.h"
 #include "autograd/ops.h"
 
 namespace seqtape {
@@ -67,6 +69,8 @@ TEST(ParallelOps, TheSizesHereAreSplitOnTwoThreads) {
   EXPECT_GT(kernels::parallel_range_chunks(R, C * kernels::kCostSimple), 1);  // bias-like rows
   EXPECT_GT(kernels::parallel_range_chunks(C, R * kernels::kCostSimple), 1);  // column sums
   EXPECT_GT(kernels::parallel_range_chunks(B * H * T, T * kernels::kCostTranscendental), 1);
+  EXPECT_TRUE(kernels::gemm_small_takes(T, T, C / H));  // attention's heads, B·H of them
+  EXPECT_GT(kernels::parallel_range_chunks(B * H, T * T * (C / H) / 16 * kernels::kCostSimple), 1);
   kernels::gemm_nt_rowwise_set_threads(1);
   EXPECT_EQ(kernels::parallel_range_chunks(R, C * kernels::kCostSimple), 1);
   kernels::gemm_nt_rowwise_set_threads(0);
