@@ -11,14 +11,95 @@
 #error "infer/ decodes without the tape: include autograd/tensor.h and autograd/kernels.h only"
 #endif
 
+#include <cstddef>
+#include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
 
 namespace seqtape {
+
+// A node's backward: a move-only void() callable kept inside the node when it fits (kInline
+// bytes: every op closure of the project does), on the heap otherwise. std::function would put
+// every closure bigger than two pointers on the heap, one allocation per op per step.
+class BackwardFn {
+ public:
+  static constexpr size_t kInline = 512;
+
+  BackwardFn() = default;
+  template <typename F, typename D = std::decay_t<F>,
+            typename = std::enable_if_t<!std::is_same_v<D, BackwardFn>>>
+  BackwardFn(F&& f) {  // NOLINT: converts from any closure, as std::function does
+    if constexpr (sizeof(D) <= kInline && alignof(D) <= alignof(std::max_align_t) &&
+                  std::is_nothrow_move_constructible_v<D>) {
+      ::new (static_cast<void*>(buf_)) D(std::forward<F>(f));
+      ops_ = &kInlineOps<D>;
+    } else {
+      D* heap = new D(std::forward<F>(f));
+      std::memcpy(buf_, &heap, sizeof heap);
+      ops_ = &kHeapOps<D>;
+    }
+  }
+  BackwardFn(BackwardFn&& o) noexcept { take(o); }
+  BackwardFn& operator=(BackwardFn&& o) noexcept {
+    if (this != &o) {
+      reset();
+      take(o);
+    }
+    return *this;
+  }
+  BackwardFn(const BackwardFn&) = delete;
+  BackwardFn& operator=(const BackwardFn&) = delete;
+  ~BackwardFn() { reset(); }
+
+  void operator()() { ops_->call(buf_); }
+  explicit operator bool() const { return ops_ != nullptr; }
+
+ private:
+  struct Ops {
+    void (*call)(void*);
+    void (*move)(void* to, void* from);  // move-constructs at `to`, destroys `from`
+    void (*destroy)(void*);
+  };
+  template <typename D>
+  static D* held(void* p) {
+    D* d;
+    std::memcpy(&d, p, sizeof d);
+    return d;
+  }
+  template <typename D>
+  static constexpr Ops kInlineOps = {[](void* p) { (*static_cast<D*>(p))(); },
+                                     [](void* to, void* from) {
+                                       ::new (to) D(std::move(*static_cast<D*>(from)));
+                                       static_cast<D*>(from)->~D();
+                                     },
+                                     [](void* p) { static_cast<D*>(p)->~D(); }};
+  template <typename D>
+  static constexpr Ops kHeapOps = {[](void* p) { (*held<D>(p))(); },
+                                   [](void* to, void* from) { std::memcpy(to, from, sizeof(D*)); },
+                                   [](void* p) { delete held<D>(p); }};
+
+  void take(BackwardFn& o) noexcept {
+    if (!o.ops_) return;
+    o.ops_->move(buf_, o.buf_);
+    ops_ = o.ops_;
+    o.ops_ = nullptr;
+  }
+  void reset() noexcept {
+    if (!ops_) return;
+    ops_->destroy(buf_);
+    ops_ = nullptr;
+  }
+
+  alignas(std::max_align_t) unsigned char buf_[kInline];
+  const Ops* ops_ = nullptr;
+};
 
 struct VarImpl {
   Tensor value;
@@ -84,7 +165,7 @@ bool grad_fresh(VarImpl& v);
 
 class Tape {
  public:
-  using Backward = std::function<void()>;
+  using Backward = BackwardFn;
 
   // The tape ops record into on this thread.
   static Tape& current();

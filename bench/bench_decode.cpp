@@ -270,6 +270,23 @@ void BM_rowwise_weights(benchmark::State& st, int64_t B) {
                          benchmark::Counter::kIsRate);
 }
 
+// This machine's sgemm ceiling in the same run: a large square product (1024³) on the BLAS
+// threads, the most any batch of decoder products could reach per FLOP.
+constexpr int64_t kPeakN = 1024;
+void BM_sgemm_peak(benchmark::State& st) {
+  const auto n = static_cast<blasint>(kPeakN);
+  std::vector<float> a(size_t(kPeakN * kPeakN), 0.5f), b(a.size(), 0.25f), c(a.size());
+  for (auto _ : st) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
+                0.f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * double(kPeakN) * double(kPeakN) * double(kPeakN) * double(st.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+const char* const kPeakName = "sgemm/peak/1024";
+
 std::string rowwise_name(int64_t B) {
   return "rowwise/medium/" + std::to_string(B);
 }
@@ -344,6 +361,10 @@ const bool kRegistered = [] {
         ->Repetitions(3)
         ->Unit(benchmark::kMicrosecond);
   }
+  benchmark::RegisterBenchmark(kPeakName, BM_sgemm_peak)
+      ->UseRealTime()
+      ->Repetitions(3)
+      ->Unit(benchmark::kMillisecond);
   return true;
 }();
 
@@ -444,6 +465,20 @@ void print_batches(const bench::RatioReporter& rep) {
                 t1 > 0 ? tps / t1 : 0.0, gf, all, sg, sg > 0 ? 100 * gf / sg : 0.0,
                 sg > 0 ? 100 * all / sg : 0.0, kg);
   }
+  // The target, and what it asks of the machine: every generated token at batch 32 costs the
+  // FLOPs it costs at batch 1 (all GF/s counts the same products per token at every batch size),
+  // so 5x batch 1's tokens/s means 5x batch 1's all GF/s, to be compared with the sgemm ceiling.
+  const std::string b32 = batch_name(32);
+  if (!rep.has(b32) || t1 <= 0) return;
+  const double x32 = rep.counter(b32, "tokens/s") / t1, all1 = rep.counter(b1, "all GFLOP/s");
+  const double peak = rep.has(kPeakName) ? rep.counter(kPeakName, "GFLOP/s") : 0.0;
+  std::printf(
+      "\ntarget (issue 12): batch 32 >= 5x the tokens/s of batch 1: %.2fx, %s\n"
+      "  5x batch 1 needs %.1f GFLOP/s over all products (5 x %.1f); sgemm %lld^3 on %d BLAS "
+      "threads reached %.1f GFLOP/s in this run: the target needs %.2fx this machine's sgemm "
+      "ceiling\n",
+      x32, x32 >= 5.0 ? "met" : "not met", 5 * all1, all1, static_cast<long long>(kPeakN),
+      kernels::blas_num_threads(), peak, peak > 0 ? 5 * all1 / peak : 0.0);
 }
 
 }  // namespace
