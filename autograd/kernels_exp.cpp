@@ -105,9 +105,14 @@ void exp_avx2(const float* x, float shift, float* y, int64_t n) {
   }
 }
 
+// All 16 lanes: the zero-masked forms (GCC 12's unmasked ones start from an undefined register,
+// which -Wmaybe-uninitialized reports).
+constexpr __mmask16 kAll16 = 0xFFFF;
+
 SEQTAPE_X86_TARGET("avx512f") SEQTAPE_INLINE __m512 exp16(__m512 x) {
   const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  const __m512 c = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kLo)), _mm512_set1_ps(kHi));
+  const __m512 c = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, x, _mm512_set1_ps(kLo)),
+                                       _mm512_set1_ps(kHi));
   const __m512 j = _mm512_fmadd_ps(c, _mm512_set1_ps(kLog2e), _mm512_set1_ps(kShifter));
   const __m512 nf = _mm512_sub_ps(j, _mm512_set1_ps(kShifter));
   __m512 r = _mm512_fmadd_ps(nf, _mm512_set1_ps(-kLn2Hi), c);
@@ -120,11 +125,13 @@ SEQTAPE_X86_TARGET("avx512f") SEQTAPE_INLINE __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC2));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i n = _mm512_cvtps_epi32(nf);
-  const __m512i n1 = _mm512_srai_epi32(n, 1), n2 = _mm512_sub_epi32(n, n1);
+  const __m512i n = _mm512_maskz_cvtps_epi32(kAll16, nf);
+  const __m512i n1 = _mm512_maskz_srai_epi32(kAll16, n, 1), n2 = _mm512_sub_epi32(n, n1);
   const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  const __m512 s1 =
+      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, _mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 =
+      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, _mm512_add_epi32(n2, bias), 23));
   const __m512 e = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
   return _mm512_mask_blend_ps(nan, e, x);
 }
