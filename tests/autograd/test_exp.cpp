@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "autograd/kernels.h"
 #include "autograd/kernels_exp.h"
+#include "autograd/rng.h"
 
 namespace k = seqtape::kernels;
 
@@ -136,12 +136,11 @@ TEST(VecExp, SpecialValues) {
 // Every length's tail, in place or not, with a shift: each element as if computed alone, and
 // the shift as the rounded difference.
 TEST(VecExp, ElementsIndependentOfLengthPlaceAndNeighbours) {
-  std::mt19937 gen(14);
-  std::uniform_real_distribution<float> u(-30.0f, 5.0f);
+  seqtape::Rng rng(14);
   for (const char* p : kPaths) {
     for (int64_t n = 0; n <= 70; ++n) {
       std::vector<float> x(static_cast<size_t>(n));
-      for (float& v : x) v = u(gen);
+      for (float& v : x) v = static_cast<float>(-30.0 + 35.0 * rng.uniform());
       if (n > 3) x[2] = -std::numeric_limits<float>::infinity();
       const float shift = 1.75f;
       std::vector<float> y(x.size()), inplace = x;
@@ -159,13 +158,12 @@ TEST(VecExp, ElementsIndependentOfLengthPlaceAndNeighbours) {
 }
 
 TEST(VecExp, SoftmaxAndLogSoftmaxFloatAgainstDouble) {
-  std::mt19937 gen(7);
-  std::normal_distribution<float> nd(0.0f, 4.0f);
+  seqtape::Rng rng(7);
   const float ninf = -std::numeric_limits<float>::infinity();
   for (int64_t cols : {1, 7, 16, 33, 300, 1000}) {
     const int64_t rows = 5;
     std::vector<float> x(size_t(rows * cols));
-    for (float& v : x) v = nd(gen);
+    for (float& v : x) v = static_cast<float>(4.0 * rng.normal());
     for (int64_t c = 0; c < cols; ++c) x[size_t(cols + c)] = ninf;         // row 1: fully masked
     for (int64_t c = 1; c < cols; c += 3) x[size_t(2 * cols + c)] = ninf;  // row 2: partly
     x[size_t(3 * cols)] = 80.0f;  // row 3: one dominant logit
