@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "autograd/kernels_exp.h"
 #include "autograd/kernels_small_gemm.h"
 #include "autograd/matmul_backend.h"
 
@@ -175,9 +176,14 @@ void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
         continue;
       }
       T s = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        yr[c] = std::exp(xr[c] - mx);
-        s += yr[c];
+      if constexpr (std::is_same_v<T, float>) {
+        exp_shifted(xr, mx, yr, cols);  // (float: vectorized, kernels_exp.h)
+        for (int64_t c = 0; c < cols; ++c) s += yr[c];
+      } else {
+        for (int64_t c = 0; c < cols; ++c) {
+          yr[c] = std::exp(xr[c] - mx);
+          s += yr[c];
+        }
       }
       T inv = T(1) / s;
       for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
@@ -197,7 +203,17 @@ void log_softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
         continue;
       }
       T s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - mx);
+      if constexpr (std::is_same_v<T, float>) {
+        // the exps in blocks on the stack (y may be x), summed in the same order
+        float e[256];
+        for (int64_t c0 = 0; c0 < cols; c0 += 256) {
+          const int64_t nc = std::min<int64_t>(256, cols - c0);
+          exp_shifted(xr + c0, mx, e, nc);
+          for (int64_t c = 0; c < nc; ++c) s += e[c];
+        }
+      } else {
+        for (int64_t c = 0; c < cols; ++c) s += std::exp(xr[c] - mx);
+      }
       T lse = mx + std::log(s);
       for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
     }

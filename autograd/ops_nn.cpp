@@ -4,8 +4,10 @@
 // Dimension key: R rows (every axis but the last, flattened), C the last axis, V vocabulary.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "autograd/kernels.h"
+#include "autograd/kernels_exp.h"
 #include "autograd/ops_util.h"
 #include "autograd/profile.h"
 
@@ -367,9 +369,14 @@ Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossE
             T mx = -std::numeric_limits<T>::infinity();
             for (int64_t j = 0; j < v; ++j) mx = std::max(mx, xr[j]);
             T s = 0;
-            for (int64_t j = 0; j < v; ++j) {
-              pr[j] = std::exp(xr[j] - mx);
-              s += pr[j];
+            if constexpr (std::is_same_v<T, float>) {
+              kernels::exp_shifted(xr, mx, pr, v);  // (float: vectorized, kernels_exp.h)
+              for (int64_t j = 0; j < v; ++j) s += pr[j];
+            } else {
+              for (int64_t j = 0; j < v; ++j) {
+                pr[j] = std::exp(xr[j] - mx);
+                s += pr[j];
+              }
             }
             for (int64_t j = 0; j < v; ++j) pr[j] /= s;
             int32_t t = targets[static_cast<size_t>(i)];
