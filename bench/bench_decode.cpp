@@ -467,18 +467,29 @@ void print_batches(const bench::RatioReporter& rep) {
   }
   // The target, and what it asks of the machine: every generated token at batch 32 costs the
   // FLOPs it costs at batch 1 (all GF/s counts the same products per token at every batch size),
-  // so 5x batch 1's tokens/s means 5x batch 1's all GF/s, to be compared with the sgemm ceiling.
+  // so 5x batch 1's tokens/s means 5x batch 1's all GF/s, sustained over the whole decode (the
+  // encoder included, attention scores and softmax counted as free), to be compared with the
+  // fastest product rate measured in this run: sgemm at 1024^3, or the decoder's own kernel.
   const std::string b32 = batch_name(32);
   if (!rep.has(b32) || t1 <= 0) return;
   const double x32 = rep.counter(b32, "tokens/s") / t1, all1 = rep.counter(b1, "all GFLOP/s");
   const double peak = rep.has(kPeakName) ? rep.counter(kPeakName, "GFLOP/s") : 0.0;
+  double own = 0;
+  int64_t own_b = 0;
+  for (int64_t B : kBatchSizes)
+    if (rep.has(rowwise_name(B)) && rep.counter(rowwise_name(B), "GFLOP/s") > own) {
+      own = rep.counter(rowwise_name(B), "GFLOP/s");
+      own_b = B;
+    }
+  const double fastest = std::max(peak, own);
   std::printf(
       "\ntarget (issue 12): batch 32 >= 5x the tokens/s of batch 1: %.2fx, %s\n"
-      "  5x batch 1 needs %.1f GFLOP/s over all products (5 x %.1f); sgemm %lld^3 on %d BLAS "
-      "threads reached %.1f GFLOP/s in this run: the target needs %.2fx this machine's sgemm "
-      "ceiling\n",
+      "  5x batch 1 needs %.1f GFLOP/s over all products (5 x %.1f) for the whole decode; the "
+      "fastest products of this run: sgemm %lld^3 on %d BLAS threads %.1f GFLOP/s, the decoder's "
+      "kernel at batch %lld %.1f GFLOP/s: the target needs %.2fx the faster of them, sustained\n",
       x32, x32 >= 5.0 ? "met" : "not met", 5 * all1, all1, static_cast<long long>(kPeakN),
-      kernels::blas_num_threads(), peak, peak > 0 ? 5 * all1 / peak : 0.0);
+      kernels::blas_num_threads(), peak, static_cast<long long>(own_b), own,
+      fastest > 0 ? 5 * all1 / fastest : 0.0);
 }
 
 }  // namespace
