@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "autograd/cpu_path.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define SEQTAPE_EXP_X86 1
@@ -151,28 +153,8 @@ void exp_avx512(const float* x, float shift, float* y, int64_t n) {
 
 #endif  // SEQTAPE_EXP_X86
 
-enum class Path { Portable, Avx2, Avx512 };
-
-bool have(Path p) {
-#ifdef SEQTAPE_EXP_X86
-  if (p == Path::Avx512) return __builtin_cpu_supports("avx512f");
-  if (p == Path::Avx2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
-  return p == Path::Portable;
-}
-
-// The widest path this CPU has, chosen once, or a narrower one that SEQTAPE_ROWWISE_PATH asks
-// for (avx2, portable: the same switch as gemm_nt_rowwise's).
-Path path() {
-  static const Path p = [] {
-    Path best = have(Path::Avx512) ? Path::Avx512 : have(Path::Avx2) ? Path::Avx2 : Path::Portable;
-    const char* want = std::getenv("SEQTAPE_ROWWISE_PATH");
-    if (want && std::strcmp(want, "avx2") == 0) best = std::min(best, Path::Avx2);
-    if (want && std::strcmp(want, "portable") == 0) best = Path::Portable;
-    return best;
-  }();
-  return p;
-}
+// The path (cpu_path.h): the same as gemm_nt_rowwise's.
+using Path = CpuPath;
 
 void run(Path p, const float* x, float shift, float* y, int64_t n) {
 #ifdef SEQTAPE_EXP_X86
@@ -185,19 +167,11 @@ void run(Path p, const float* x, float shift, float* y, int64_t n) {
 }  // namespace
 
 void exp_shifted(const float* x, float shift, float* y, int64_t n) {
-  run(path(), x, shift, y, n);
+  run(cpu_path(), x, shift, y, n);
 }
 
 const char* exp_path() {
-  switch (path()) {
-    case Path::Avx512:
-      return "avx512";
-    case Path::Avx2:
-      return "avx2";
-    case Path::Portable:
-      break;
-  }
-  return "portable";
+  return cpu_path_name(cpu_path());
 }
 
 bool exp_shifted_on(const char* name, const float* x, float shift, float* y, int64_t n) {
@@ -210,7 +184,7 @@ bool exp_shifted_on(const char* name, const float* x, float shift, float* y, int
     p = Path::Portable;
   else
     return false;
-  if (!have(p)) return false;
+  if (!cpu_has(p)) return false;
   run(p, x, shift, y, n);
   return true;
 }

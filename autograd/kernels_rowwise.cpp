@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "autograd/cpu_path.h"
 #include "autograd/kernels.h"
 
 #if defined(__x86_64__)
@@ -182,32 +183,13 @@ namespace avx512 {
 
 #endif  // SEQTAPE_ROWWISE_X86
 
-// The widest path this CPU has, chosen once: 16 lanes (AVX-512), 8 (AVX2 + FMA), or portable.
-// SEQTAPE_ROWWISE_PATH=avx2 or =portable asks for a narrower one (tests run every path on one
-// machine); a wider one than the CPU has is never taken.
-enum class Path { Portable, Avx2, Avx512 };
-Path path() {
-#ifdef SEQTAPE_ROWWISE_X86
-  static const Path p = [] {
-    Path best = __builtin_cpu_supports("avx512f")                                 ? Path::Avx512
-                : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Path::Avx2
-                                                                                  : Path::Portable;
-    const char* want = std::getenv("SEQTAPE_ROWWISE_PATH");
-    if (want && std::strcmp(want, "avx2") == 0) best = std::min(best, Path::Avx2);
-    if (want && std::strcmp(want, "portable") == 0) best = Path::Portable;
-    return best;
-  }();
-  return p;
-#else
-  return Path::Portable;
-#endif
-}
-
+// The path: 16 lanes (AVX-512), 8 (AVX2 + FMA) or portable (cpu_path.h).
+using Path = CpuPath;
 void rowwise_serial(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                     int64_t ldw, float* y, int64_t ldy) {
 #ifdef SEQTAPE_ROWWISE_X86
-  if (path() == Path::Avx512) return avx512::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
-  if (path() == Path::Avx2) return avx2::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
+  if (cpu_path() == Path::Avx512) return avx512::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
+  if (cpu_path() == Path::Avx2) return avx2::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
 #endif
   rowwise_portable(m, n, k, x, ldx, w, ldw, y, ldy);
 }
@@ -435,8 +417,8 @@ void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
 void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,
                    int64_t ldv, float* y, int64_t ldy) {
 #ifdef SEQTAPE_ROWWISE_X86
-  if (path() == Path::Avx512) return avx512::weighted(m, j, d, s, lds, v, ldv, y, ldy);
-  if (path() == Path::Avx2) return avx2::weighted(m, j, d, s, lds, v, ldv, y, ldy);
+  if (cpu_path() == Path::Avx512) return avx512::weighted(m, j, d, s, lds, v, ldv, y, ldy);
+  if (cpu_path() == Path::Avx2) return avx2::weighted(m, j, d, s, lds, v, ldv, y, ldy);
 #endif
   for (int64_t i = 0; i < m; ++i) {
     float* yi = y + i * ldy;
@@ -450,15 +432,7 @@ void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds,
 }
 
 const char* gemm_nt_rowwise_path() {
-  switch (path()) {
-    case Path::Avx512:
-      return "avx512";
-    case Path::Avx2:
-      return "avx2";
-    case Path::Portable:
-      break;
-  }
-  return "portable";
+  return cpu_path_name(cpu_path());
 }
 
 }  // namespace seqtape::kernels

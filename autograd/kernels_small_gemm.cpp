@@ -18,6 +18,8 @@
 #include <cstring>
 #include <vector>
 
+#include "autograd/cpu_path.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define SEQTAPE_SMALL_X86 1
@@ -122,28 +124,10 @@ void product_portable(int64_t m, int64_t n, int64_t k, float alpha, const float*
   }
 }
 
-// The widest path this CPU has, chosen once, or a narrower one that SEQTAPE_ROWWISE_PATH asks
-// for (avx2, portable: the same switch as gemm_nt_rowwise's, so tests run every path here).
-enum class Path { Portable, Avx2, Avx512 };
-Path path() {
-#ifdef SEQTAPE_SMALL_X86
-  static const Path p = [] {
-    Path best = __builtin_cpu_supports("avx512f")                                 ? Path::Avx512
-                : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Path::Avx2
-                                                                                  : Path::Portable;
-    const char* want = std::getenv("SEQTAPE_ROWWISE_PATH");
-    if (want && std::strcmp(want, "avx2") == 0) best = std::min(best, Path::Avx2);
-    if (want && std::strcmp(want, "portable") == 0) best = Path::Portable;
-    return best;
-  }();
-  return p;
-#else
-  return Path::Portable;
-#endif
-}
-
+// The path (cpu_path.h): the same as gemm_nt_rowwise's.
+using Path = CpuPath;
 int64_t lanes() {
-  return path() == Path::Avx512 ? 16 : 8;
+  return cpu_path() == Path::Avx512 ? 16 : 8;
 }
 
 // op(B) [K, N] into bp, row stride np >= N, columns N..np zero.
@@ -158,7 +142,7 @@ void pack_b(bool tb, int64_t n, int64_t k, const float* b, int64_t ldb, float* b
   // rest in blocks of 8 columns of B, each row of the block written whole
   int64_t j0 = 0;
 #ifdef SEQTAPE_SMALL_X86
-  if (path() != Path::Portable)
+  if (cpu_path() != Path::Portable)
     for (; j0 + 8 <= n; j0 += 8)
       for (int64_t p0 = 0; p0 + 8 <= k; p0 += 8)
         avx2::transpose8x8(b + j0 * ldb + p0, ldb, bp + p0 * np + j0, np);
@@ -189,9 +173,9 @@ void small_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
   }
   const int64_t ras = ta ? 1 : lda, cas = ta ? lda : 1;  // op(A)[i, p] = a[i·ras + p·cas]
 #ifdef SEQTAPE_SMALL_X86
-  if (path() == Path::Avx512)
+  if (cpu_path() == Path::Avx512)
     return avx512::product(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
-  if (path() == Path::Avx2)
+  if (cpu_path() == Path::Avx2)
     return avx2::product(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
 #endif
   product_portable(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
@@ -237,15 +221,7 @@ bool gemm_small_takes(int64_t m, int64_t n, int64_t k) {
 }
 
 const char* gemm_small_path() {
-  switch (path()) {
-    case Path::Avx512:
-      return "avx512";
-    case Path::Avx2:
-      return "avx2";
-    case Path::Portable:
-      break;
-  }
-  return "portable";
+  return cpu_path_name(cpu_path());
 }
 
 }  // namespace seqtape::kernels
