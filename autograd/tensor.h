@@ -5,6 +5,7 @@
 // A Tensor never aliases another one with different strides: views are reshapes, or contiguous
 // pieces of one buffer (view_of: parameters and gradients inside one flat buffer).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -24,7 +25,7 @@ const char* dtype_name(DType d);
 // A tensor's dimensions: a vector of int64_t that keeps up to kInline of them in place, so that
 // making, copying and destroying the shapes of a training step's tensors (hundreds per step) does
 // not go to the heap; more dimensions move to a std::vector. The std::vector-like subset the
-// project uses (and a conversion to std::vector).
+// project uses.
 class Shape {
  public:
   using value_type = int64_t;
@@ -37,34 +38,24 @@ class Shape {
 
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims) : Shape(dims.begin(), dims.end()) {}
-  explicit Shape(size_t n, int64_t value = 0) {
-    for (size_t i = 0; i < n; ++i) push_back(value);
-  }
+  explicit Shape(size_t n, int64_t value = 0) { assign(n, value); }
   template <typename It, typename = decltype(*std::declval<It>())>
   Shape(It first, It last) {
     for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
   }
   Shape(const std::vector<int64_t>& dims) : Shape(dims.begin(), dims.end()) {}  // NOLINT
   Shape(const Shape& o) : Shape(o.begin(), o.end()) {}
-  Shape(Shape&& o) noexcept : n_(o.n_), big_(std::move(o.big_)) {
-    for (size_t i = 0; i < kInline && i < n_; ++i) small_[i] = o.small_[i];
-    o.n_ = 0;
-    o.big_.clear();
-  }
+  Shape(Shape&& o) noexcept { *this = std::move(o); }
   Shape& operator=(const Shape& o) {
-    if (this != &o) {
-      clear();
-      for (int64_t d : o) push_back(d);
-    }
+    if (this != &o) *this = Shape(o);
     return *this;
   }
   Shape& operator=(Shape&& o) noexcept {
     if (this != &o) {
-      n_ = o.n_;
+      n_ = std::exchange(o.n_, 0);
       big_ = std::move(o.big_);
-      for (size_t i = 0; i < kInline && i < n_; ++i) small_[i] = o.small_[i];
-      o.n_ = 0;
       o.big_.clear();
+      std::copy(o.small_, o.small_ + kInline, small_);
     }
     return *this;
   }
@@ -82,8 +73,6 @@ class Shape {
   int64_t operator[](size_t i) const { return data()[i]; }
   int64_t& back() { return data()[n_ - 1]; }
   int64_t back() const { return data()[n_ - 1]; }
-  int64_t& front() { return data()[0]; }
-  int64_t front() const { return data()[0]; }
   void clear() {
     n_ = 0;
     big_.clear();
@@ -110,23 +99,9 @@ class Shape {
     big_.push_back(d);
     ++n_;
   }
-  void pop_back() {
-    if (n_ == kInline + 1) {
-      for (size_t i = 0; i < kInline; ++i) small_[i] = big_[i];
-      big_.clear();
-    } else if (n_ > kInline) {
-      big_.pop_back();
-    }
-    --n_;
-  }
-  std::vector<int64_t> vec() const { return {begin(), end()}; }
-  operator std::vector<int64_t>() const { return vec(); }  // NOLINT
 
   friend bool operator==(const Shape& a, const Shape& b) {
-    if (a.n_ != b.n_) return false;
-    for (size_t i = 0; i < a.n_; ++i)
-      if (a[i] != b[i]) return false;
-    return true;
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
   }
   friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
 
