@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -32,7 +33,7 @@ namespace {
 
 std::atomic<MatmulBackend> g_backend{MatmulBackend::OpenBLAS};
 std::atomic<Precision> g_precision{Precision::F32};
-std::atomic<int64_t> g_openblas{0}, g_onednn_f32{0}, g_onednn_bf16{0}, g_primitives{0};
+std::atomic<int64_t> g_openblas{0}, g_onednn_f32{0}, g_onednn_bf16{0}, g_primitives{0}, g_split{0};
 
 }  // namespace
 
@@ -114,7 +115,8 @@ MatmulScope::~MatmulScope() {
 }
 
 MatmulCounts matmul_counts() {
-  return {g_openblas.load(), g_onednn_f32.load(), g_onednn_bf16.load(), g_primitives.load()};
+  return {g_openblas.load(), g_onednn_f32.load(), g_onednn_bf16.load(), g_primitives.load(),
+          g_split.load()};
 }
 
 void detail::count_openblas_gemm() {
@@ -246,13 +248,17 @@ class OneDnn {
   void run(const Gemm& g, bool bf16) {
     const int threads = onednn_threads(g.m, g.n, g.k * g.batch.n0 * g.batch.n1);
     omp_set_num_threads(threads);
-    Product& p = product({g.ta, g.tb, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.alpha, g.beta, bf16,
-                          threads, batch_key(g.batch)});
+    Product& p = product(key(g, bf16, threads));
     p.src.set_data_handle(const_cast<float*>(g.a));
     p.wei.set_data_handle(const_cast<float*>(g.b));
     p.dst.set_data_handle(g.c);
     p.prim.execute(stream_, p.args);
     stream_.wait();
+  }
+
+  // Makes g's primitive now (on this thread), so that a layout oneDNN cannot run throws here.
+  void prepare(const Gemm& g, bool bf16) {
+    product(key(g, bf16, onednn_threads(g.m, g.n, g.k * g.batch.n0 * g.batch.n1)));
   }
 
   std::string impl(int64_t m, int64_t n, int64_t k, bool bf16) {
@@ -262,6 +268,22 @@ class OneDnn {
   }
 
  private:
+  static ProductKey key(const Gemm& g, bool bf16, int threads) {
+    return {g.ta,
+            g.tb,
+            g.m,
+            g.n,
+            g.k,
+            g.lda,
+            g.ldb,
+            g.ldc,
+            g.alpha,
+            g.beta,
+            bf16,
+            threads,
+            batch_key(g.batch)};
+  }
+
   Product& product(const ProductKey& key) {
     if (auto it = cache_.find(key); it != cache_.end()) return it->second;
     // Shapes vary with the batch's sequence lengths: bound the cache (oneDNN keeps its own
@@ -320,12 +342,18 @@ __attribute__((target("avx512f,avx512bf16"))) void floats_to_bf16(const float* x
   }
 }
 
+// The batch strides of operand blocks [rows, cols] copied dense and one after the other (a
+// broadcast operand, stride 0, once).
+std::pair<int64_t, int64_t> dense_strides(int64_t rows, int64_t cols, const GemmBatch& bt,
+                                          int64_t s0, int64_t s1) {
+  const int64_t n1 = s1 ? bt.n1 : 1, block = rows * cols;
+  return {s0 ? n1 * block : 0, s1 ? block : 0};
+}
+
 // Operand blocks [rows, cols] (row stride ld) of every product of the batch, at x + i·s0 + j·s1,
-// rounded to bf16 into out, dense and one after the other (a broadcast operand, stride 0, once).
-// Returns the batch strides of the copy.
-std::pair<int64_t, int64_t> to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld,
-                                    const GemmBatch& bt, int64_t s0, int64_t s1,
-                                    std::vector<uint16_t>& out) {
+// rounded to bf16 into out, laid out as dense_strides says.
+void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, const GemmBatch& bt,
+             int64_t s0, int64_t s1, std::vector<uint16_t>& out) {
   const int64_t n0 = s0 ? bt.n0 : 1, n1 = s1 ? bt.n1 : 1, block = rows * cols;
   out.resize(static_cast<size_t>(n0 * n1 * block));
   for (int64_t i = 0; i < n0; ++i)
@@ -337,23 +365,169 @@ std::pair<int64_t, int64_t> to_bf16(const float* x, int64_t rows, int64_t cols, 
       else
         for (int64_t r = 0; r < rows; ++r) floats_to_bf16(xb + r * ld, cols, yb + r * cols);
     }
-  return {s0 ? n1 * block : 0, s1 ? block : 0};
 }
 
-void run_bf16(const Gemm& g) {
-  thread_local std::vector<uint16_t> a16, b16;
-  // Stored A is [M,K] (or [K,M] transposed), stored B [K,N] (or [N,K]): copied dense.
+// g's product as the bf16 path runs it: stored A is [M,K] (or [K,M] transposed), stored B [K,N]
+// (or [N,K]), each copied dense to a16 and b16 (null: only the layout, for prepare).
+Gemm bf16_layout(const Gemm& g, const uint16_t* a16, const uint16_t* b16) {
   Gemm h = g;
-  std::tie(h.batch.sa0, h.batch.sa1) = to_bf16(g.a, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda,
-                                               g.batch, g.batch.sa0, g.batch.sa1, a16);
-  std::tie(h.batch.sb0, h.batch.sb1) = to_bf16(g.b, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb,
-                                               g.batch, g.batch.sb0, g.batch.sb1, b16);
-  h.a = reinterpret_cast<const float*>(a16.data());
-  h.b = reinterpret_cast<const float*>(b16.data());
+  std::tie(h.batch.sa0, h.batch.sa1) =
+      dense_strides(g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.batch, g.batch.sa0, g.batch.sa1);
+  std::tie(h.batch.sb0, h.batch.sb1) =
+      dense_strides(g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.batch, g.batch.sb0, g.batch.sb1);
+  h.a = reinterpret_cast<const float*>(a16);
+  h.b = reinterpret_cast<const float*>(b16);
   h.lda = g.ta ? g.m : g.k;
   h.ldb = g.tb ? g.k : g.n;
-  onednn().run(h, true);
-  g_onednn_bf16.fetch_add(1, std::memory_order_relaxed);
+  return h;
+}
+
+// A (which 0) or B (1) of g rounded to bf16 into out, dense as bf16_layout lays it out.
+void operand_to_bf16(const Gemm& g, int which, std::vector<uint16_t>& out) {
+  if (which == 0)
+    to_bf16(g.a, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda, g.batch, g.batch.sa0, g.batch.sa1, out);
+  else
+    to_bf16(g.b, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb, g.batch, g.batch.sb0, g.batch.sb1, out);
+}
+
+// g's product (float operands) on this thread, in float32 or in bf16: then its operands are
+// rounded into this thread's dense copies first, except one given already rounded (shared16:
+// operand `shared` of g, 0 A or 1 B, rounded by operand_to_bf16).
+void run_here(const Gemm& g, bool bf16, const uint16_t* shared16 = nullptr, int shared = 0) {
+  if (!bf16) return onednn().run(g, false);
+  thread_local std::vector<uint16_t> copy[2];
+  const uint16_t* r[2] = {nullptr, nullptr};
+  for (int which : {0, 1}) {
+    if (shared16 && which == shared) {
+      r[which] = shared16;
+    } else {
+      operand_to_bf16(g, which, copy[which]);
+      r[which] = copy[which].data();
+    }
+  }
+  onednn().run(bf16_layout(g, r[0], r[1]), true);
+}
+
+// Makes the primitive of g's product (as run_here runs it) on this thread.
+void prepare_here(const Gemm& g, bool bf16) {
+  onednn().prepare(bf16 ? bf16_layout(g, nullptr, nullptr) : g, bf16);
+}
+
+// A product of at least this many FLOPs (2·M·N·K, about 40 µs on one core) is split over
+// seqtape's own threads (run_onednn); below it, waking a helper (5-50 µs) would cost more than
+// it saves.
+constexpr double kSplitFlops = 8388608.0;  // 2^23
+constexpr int kMaxSplit = 64;              // parts of one product at most
+
+// How a product is split: along the rows of op(A) and C, the columns of op(B) and C, or (a
+// batch of products) the first or second batch axis.
+enum class Split { Rows, Cols, Outer, Inner };
+
+// Rows, columns or batch entries [r0, r1) of g's product: a product of its own over the same
+// storage.
+Gemm part_of(const Gemm& g, Split along, int64_t r0, int64_t r1) {
+  Gemm p = g;
+  GemmBatch& bt = p.batch;
+  switch (along) {
+    case Split::Rows:
+      p.m = r1 - r0;
+      p.a += g.ta ? r0 : r0 * g.lda;
+      p.c += r0 * g.ldc;
+      break;
+    case Split::Cols:
+      p.n = r1 - r0;
+      p.b += g.tb ? r0 * g.ldb : r0;
+      p.c += r0;
+      break;
+    case Split::Outer:
+      bt.n0 = r1 - r0;
+      p.a += r0 * bt.sa0;
+      p.b += r0 * bt.sb0;
+      p.c += r0 * bt.sc0;
+      break;
+    case Split::Inner:
+      bt.n1 = r1 - r0;
+      p.a += r0 * bt.sa1;
+      p.b += r0 * bt.sb1;
+      p.c += r0 * bt.sc1;
+      break;
+  }
+  return p;
+}
+
+// g's product on oneDNN. Debian's oneDNN threads with OpenMP, whose workers spin between
+// products (onednn_threads), so a big product is instead split into one part per thread of
+// seqtape's budget (gemm_nt_rowwise_threads, which the BLAS thread setting sets), and each part
+// runs as a one-thread oneDNN product on its own thread, on that thread's primitives. A single
+// product is split along the longer of M and N, a batch along its batch axes. On this project's
+// 2-core machine (AVX-512, no AMX) one-thread oneDNN runs the float32 products of the training
+// configs at 180-230 GFLOP/s, about twice OpenBLAS 0.3.21's AVX2 kernels on one thread, and two
+// parts reach 300-400. bf16: each part rounds its own operands into dense copies (oneDNN's bf16
+// kernels take a strided view of a part only through gemm:jit, 2x slower than brgemm), so the
+// rounding is split too; the operand every part reads whole is rounded once.
+// The parts depend on the thread setting alone, never on which thread is free, so a product's
+// bits are the same whenever the setting is (the parts' primitives may sum in another order
+// than the whole one: results of different thread settings may differ in the last bits).
+void run_onednn(const Gemm& g, bool bf16) {
+  const GemmBatch& bt = g.batch;
+  const int64_t count = bt.n0 * bt.n1;
+  const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
+                       static_cast<double>(g.k) * static_cast<double>(count);
+  const int threads = gemm_nt_rowwise_threads();
+  // A single product along its longer side (each part reads all of the other operand); parts
+  // of a multiple of `align` rows or columns, the last one taking the rest.
+  const Split along = count > 1    ? (bt.n0 > 1 ? Split::Outer : Split::Inner)
+                      : g.m >= g.n ? Split::Rows
+                                   : Split::Cols;
+  const int64_t extent = along == Split::Rows    ? g.m
+                         : along == Split::Cols  ? g.n
+                         : along == Split::Outer ? bt.n0
+                                                 : bt.n1;
+  const int64_t align = along == Split::Rows ? 8 : along == Split::Cols ? 16 : 1;
+  if (threads < 2 || flops < kSplitFlops || extent < 2 * align ||
+      onednn_threads(g.m, g.n, g.k * count) > 1) {
+    run_here(g, bf16);
+    return;
+  }
+  const int64_t parts = std::min<int64_t>({threads, kMaxSplit, extent / align});
+  const int64_t per = (extent / parts + align - 1) / align * align;
+  // bf16: the operand every part of a single product reads whole (B for a split of rows, A for
+  // one of columns) is rounded once, here; each part rounds its own slice of the other.
+  const bool shares = bf16 && count == 1;
+  const int shared = along == Split::Rows ? 1 : 0;
+  thread_local std::vector<uint16_t> shared16;
+  if (shares) operand_to_bf16(g, shared, shared16);
+  struct Job {
+    const Gemm* g;
+    bool bf16;
+    Split along;
+    int64_t per, extent;
+    const uint16_t* shared16;
+    int shared;
+    std::exception_ptr error[kMaxSplit];
+    Gemm part(int64_t c) const {
+      return part_of(*g, along, c * per, std::min(extent, (c + 1) * per));
+    }
+  };
+  Job job{&g, bf16, along, per, extent, shares ? shared16.data() : nullptr, shared, {}};
+  const int64_t used = (extent + per - 1) / per;
+  g_split.fetch_add(1, std::memory_order_relaxed);
+  // The primitives first, here: a layout oneDNN has no implementation for throws now, before
+  // any part has written C (routed then gives the whole product to OpenBLAS).
+  for (int64_t c = 0; c < used; ++c) prepare_here(job.part(c), bf16);
+  parallel_chunks(
+      used,
+      [](void* p, int64_t c) {
+        Job& j = *static_cast<Job*>(p);
+        try {
+          run_here(j.part(c), j.bf16, j.shared16, j.shared);
+        } catch (...) {
+          j.error[c] = std::current_exception();
+        }
+      },
+      &job, Idle::Sleep);
+  for (int64_t c = 0; c < used; ++c)
+    if (job.error[c]) std::rethrow_exception(job.error[c]);
 }
 
 // auto: per product shape, the faster of OpenBLAS and oneDNN float32, timed the first time it
@@ -392,7 +566,7 @@ bool auto_picks_onednn(const Gemm& g) {
                               t.b + i * bt.sb0 + j * bt.sb1, t.ldb, 0.f,
                               t.c + i * bt.sc0 + j * bt.sc1, t.ldc);
   });
-  const double dnn = best_of([&] { onednn().run(t, false); });
+  const double dnn = best_of([&] { run_onednn(t, false); });
   const bool pick = dnn < blas;
   std::lock_guard<std::mutex> lock(mu);
   table[key] = pick;
@@ -403,13 +577,14 @@ bool routed(const Gemm& g) {
   const MatmulBackend backend = g_backend;
   try {
     if (g_precision == Precision::BF16) {
-      run_bf16(g);
+      run_onednn(g, true);
+      g_onednn_bf16.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
     if (backend == MatmulBackend::OpenBLAS ||
         (backend == MatmulBackend::Auto && !auto_picks_onednn(g)))
       return false;
-    onednn().run(g, false);
+    run_onednn(g, false);
   } catch (const dnnl::error& e) {
     // A layout this oneDNN build has no implementation for: OpenBLAS (in float32) does the
     // product, and the first time says so, since a bf16 run then multiplies it unrounded.

@@ -8,7 +8,10 @@
 //             verified against)
 //   onednn    every float gemm through a oneDNN matmul primitive, made once per shape and
 //             reused; operands are described with their strides (op(A) and op(B) are read in
-//             place, never copied)
+//             place, never copied). A product of 2^23 FLOPs or more is split into one part per
+//             thread of the BLAS thread budget, each a one-thread oneDNN product on one of
+//             seqtape's own threads (matmul_backend.cpp, run_onednn); its bits depend on the
+//             thread setting, not on the load.
 //   auto      per shape, whichever of the two was faster when the shape was first seen (timed
 //             once per process and cached). Timing decides, so two processes may choose
 //             differently and their results may differ in the last bits: auto runs are not
@@ -72,10 +75,10 @@ class MatmulScope {
   Precision prev_p_;
 };
 
-// Float gemms run since the process started, by route, and oneDNN primitives made (each shape
-// once); for benchmarks and tests.
+// Float gemms run since the process started, by route, oneDNN primitives made (each shape
+// once), and oneDNN products split over seqtape's threads; for benchmarks and tests.
 struct MatmulCounts {
-  int64_t openblas = 0, onednn_f32 = 0, onednn_bf16 = 0, primitives = 0;
+  int64_t openblas = 0, onednn_f32 = 0, onednn_bf16 = 0, primitives = 0, split = 0;
 };
 MatmulCounts matmul_counts();
 

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "autograd/kernels.h"
+#include "autograd/matmul_backend.h"
 #include "bench/bench_util.h"
 #include "infer/model.h"
 #include "infer/search.h"
@@ -287,6 +288,22 @@ void BM_sgemm_peak(benchmark::State& st) {
 }
 const char* const kPeakName = "sgemm/peak/1024";
 
+// The same product through oneDNN float32 (split over seqtape's threads, as --matmul onednn runs
+// it): on CPUs where OpenBLAS 0.3.21 has AVX2 kernels only, the faster of the two.
+void BM_onednn_peak(benchmark::State& st) {
+  std::vector<float> a(size_t(kPeakN * kPeakN), 0.5f), b(a.size(), 0.25f), c(a.size());
+  const kernels::MatmulScope dnn(kernels::MatmulBackend::OneDNN, kernels::Precision::F32);
+  for (auto _ : st) {
+    kernels::gemm<float>(false, false, kPeakN, kPeakN, kPeakN, 1.f, a.data(), kPeakN, b.data(),
+                         kPeakN, 0.f, c.data(), kPeakN);
+    benchmark::DoNotOptimize(c.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * double(kPeakN) * double(kPeakN) * double(kPeakN) * double(st.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+const char* const kOneDnnPeakName = "onednn/peak/1024";
+
 std::string rowwise_name(int64_t B) {
   return "rowwise/medium/" + std::to_string(B);
 }
@@ -365,6 +382,11 @@ const bool kRegistered = [] {
       ->UseRealTime()
       ->Repetitions(3)
       ->Unit(benchmark::kMillisecond);
+  if (kernels::matmul_problem(kernels::MatmulBackend::OneDNN, kernels::Precision::F32).empty())
+    benchmark::RegisterBenchmark(kOneDnnPeakName, BM_onednn_peak)
+        ->UseRealTime()
+        ->Repetitions(3)
+        ->Unit(benchmark::kMillisecond);
   return true;
 }();
 
@@ -469,11 +491,13 @@ void print_batches(const bench::RatioReporter& rep) {
   // FLOPs it costs at batch 1 (all GF/s counts the same products per token at every batch size),
   // so 5x batch 1's tokens/s means 5x batch 1's all GF/s, sustained over the whole decode (the
   // encoder included, attention scores and softmax counted as free), to be compared with the
-  // fastest product rate measured in this run: sgemm at 1024^3, or the decoder's own kernel.
+  // fastest product rate measured in this run: sgemm or oneDNN float32 at 1024^3, or the
+  // decoder's own kernel.
   const std::string b32 = batch_name(32);
   if (!rep.has(b32) || t1 <= 0) return;
   const double x32 = rep.counter(b32, "tokens/s") / t1, all1 = rep.counter(b1, "all GFLOP/s");
   const double peak = rep.has(kPeakName) ? rep.counter(kPeakName, "GFLOP/s") : 0.0;
+  const double dnn = rep.has(kOneDnnPeakName) ? rep.counter(kOneDnnPeakName, "GFLOP/s") : 0.0;
   double own = 0;
   int64_t own_b = 0;
   for (int64_t B : kBatchSizes)
@@ -481,14 +505,15 @@ void print_batches(const bench::RatioReporter& rep) {
       own = rep.counter(rowwise_name(B), "GFLOP/s");
       own_b = B;
     }
-  const double fastest = std::max(peak, own);
+  const double fastest = std::max({peak, dnn, own});
   std::printf(
       "\ntarget (issue 12): batch 32 >= 5x the tokens/s of batch 1: %.2fx, %s\n"
       "  5x batch 1 needs %.1f GFLOP/s over all products (5 x %.1f) for the whole decode; the "
-      "fastest products of this run: sgemm %lld^3 on %d BLAS threads %.1f GFLOP/s, the decoder's "
-      "kernel at batch %lld %.1f GFLOP/s: the target needs %.2fx the faster of them, sustained\n",
+      "fastest products of this run: sgemm %lld^3 on %d BLAS threads %.1f GFLOP/s, oneDNN "
+      "float32 %.1f GFLOP/s (0: not built), the decoder's kernel at batch %lld %.1f GFLOP/s: the "
+      "target needs %.2fx the fastest of them, sustained\n",
       x32, x32 >= 5.0 ? "met" : "not met", 5 * all1, all1, static_cast<long long>(kPeakN),
-      kernels::blas_num_threads(), peak, static_cast<long long>(own_b), own,
+      kernels::blas_num_threads(), peak, dnn, static_cast<long long>(own_b), own,
       fastest > 0 ? 5 * all1 / fastest : 0.0);
 }
 

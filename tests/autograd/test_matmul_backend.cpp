@@ -2,7 +2,8 @@
 // OpenBLAS gives, for every transpose and with padded leading dimensions (read in place), with
 // alpha and beta; bf16 multiplies exactly the bf16-rounded operands with float32 accumulation;
 // primitives are made once per shape; auto routes each shape one way and stays right; the
-// setting is scoped; and the rounding itself is round-to-nearest-even.
+// setting is scoped; big products split over seqtape's threads stay right and repeat their
+// bits; and the rounding itself is round-to-nearest-even.
 
 #include <gtest/gtest.h>
 
@@ -283,6 +284,91 @@ TEST(MatmulBackend, BatchedProductsReadHeadsInPlaceOnEveryBackend) {
                   << kernels::precision_name(mode.precision) << " tb " << l.tb << " b " << b
                   << " h " << h << " i " << i << " j " << j;
             }
+    }
+  }
+}
+
+// Sets seqtape's thread budget (gemm_nt_rowwise_threads) for its lifetime.
+struct Threads {
+  explicit Threads(int n) { kernels::gemm_nt_rowwise_set_threads(n); }
+  ~Threads() { kernels::gemm_nt_rowwise_set_threads(0); }
+};
+
+// Products of 2^23 FLOPs or more run on oneDNN in parts, one per thread (run_onednn): split
+// along M (300 > 97) or N, for every transpose, padded, with alpha and beta, in float32 and bf16;
+// each within the float32 bound of its double reference, and the same bits when run again.
+TEST(MatmulBackend, BigProductsSplitOverThreadsStayRightAndRepeat) {
+  if (!kernels::onednn_info().built) GTEST_SKIP() << "built without oneDNN";
+  const Threads two(2);
+  const bool splits = kernels::gemm_nt_rowwise_threads() >= 2;  // (one core: no helper)
+  for (const Precision p : {Precision::F32, Precision::BF16}) {
+    if (!kernels::matmul_problem(MatmulBackend::OneDNN, p).empty()) continue;
+    const bool round = p == Precision::BF16;
+    for (const int64_t m : {300, 97})
+      for (int t = 0; t < 4; ++t) {
+        const int pad = t == 1 ? 0 : 5;
+        const Case c(t & 1, t & 2, m, 397 - m, 161, t == 3 ? 0.5f : 1.f, pad ? 0.75f : 0.f, pad);
+        ASSERT_GE(2.0 * double(c.m * c.n * c.k), 8388608.0);
+        const kernels::MatmulCounts before = kernels::matmul_counts();
+        const std::vector<float> got = c.run_with(MatmulBackend::OneDNN, p);
+        const kernels::MatmulCounts after = kernels::matmul_counts();
+        EXPECT_EQ(after.onednn_f32 + after.onednn_bf16 - before.onednn_f32 - before.onednn_bf16, 1);
+        if (splits) {
+          EXPECT_EQ(after.split, before.split + 1) << "m " << m << " t " << t;
+        }
+        c.expect_near(got, round);
+        EXPECT_EQ(got, c.run_with(MatmulBackend::OneDNN, p));
+      }
+  }
+}
+
+// A batch of products big enough to split is split along its first batch axis (n0 > 1) or its
+// second: Q·Kᵀ per (batch row, head), and Q·W with one W for all (stride 0).
+TEST(MatmulBackend, BigBatchesSplitAlongTheirBatchAxes) {
+  if (!kernels::onednn_info().built) GTEST_SKIP() << "built without oneDNN";
+  const Threads two(2);
+  const bool splits = kernels::gemm_nt_rowwise_threads() >= 2;
+  const int64_t Tq = 130, Tk = 67, Dh = 64;
+  for (const Precision p : {Precision::F32, Precision::BF16}) {
+    if (!kernels::matmul_problem(MatmulBackend::OneDNN, p).empty()) continue;
+    auto r = [&](float x) {
+      return static_cast<double>(p == Precision::BF16 ? kernels::round_to_bf16(x) : x);
+    };
+    for (const int64_t B : {4, 1}) {  // split along batch rows, then along heads
+      const int64_t H = 8 / B, C = H * Dh;
+      const std::vector<float> q = Case::values(B * Tq * C, 0.41),
+                               k = Case::values(B * Tk * C, 0.29), w = Case::values(Dh * Tk, 0.17);
+      for (const bool shared_w : {false, true}) {
+        const float* b = shared_w ? w.data() : k.data();
+        const int64_t ldb = shared_w ? Tk : C, sb0 = shared_w ? 0 : Tk * C, sb1 = shared_w ? 0 : Dh;
+        const kernels::GemmBatch bt{B, H, Tq * C, Dh, sb0, sb1, H * Tq * Tk, Tq * Tk};
+        std::vector<float> scores(static_cast<size_t>(B * H * Tq * Tk), 9.f);
+        const kernels::MatmulCounts before = kernels::matmul_counts();
+        {
+          const kernels::MatmulScope s(MatmulBackend::OneDNN, p);
+          kernels::gemm_batched<float>(false, !shared_w, Tq, Tk, Dh, 1.f, q.data(), C, b, ldb, 0.f,
+                                       scores.data(), Tk, bt);
+        }
+        if (splits) {
+          EXPECT_EQ(kernels::matmul_counts().split, before.split + 1);
+        }
+        for (int64_t bi = 0; bi < B; ++bi)
+          for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < Tq; ++i)
+              for (int64_t j = 0; j < Tk; ++j) {
+                double want = 0, mag = 0;
+                for (int64_t e = 0; e < Dh; ++e) {
+                  const float qv = q[static_cast<size_t>(bi * Tq * C + i * C + h * Dh + e)];
+                  const float bv = b[shared_w ? e * ldb + j : bi * sb0 + h * sb1 + j * ldb + e];
+                  want += r(qv) * r(bv);
+                  mag += std::abs(r(qv) * r(bv));
+                }
+                ASSERT_NEAR(scores[static_cast<size_t>(((bi * H + h) * Tq + i) * Tk + j)], want,
+                            static_cast<double>(Dh + 2) * std::ldexp(1.0, -24) * mag)
+                    << kernels::precision_name(p) << " B " << B << " shared " << shared_w << " b "
+                    << bi << " h " << h << " i " << i << " j " << j;
+              }
+      }
     }
   }
 }
