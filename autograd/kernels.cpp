@@ -96,6 +96,32 @@ void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alph
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
+// c[i, :n] += bias for each of m rows of stride ldc (nothing without a bias).
+template <typename T>
+void add_bias_rows(T* c, int64_t ldc, const T* bias, int64_t m, int64_t n) {
+  if (!bias) return;
+  if (ldc == n) return add_row_bias<T>(c, bias, m, n);
+  for (int64_t i = 0; i < m; ++i) add_row_bias<T>(c + i * ldc, bias, 1, n);
+}
+
+template <>
+void gemm_bias<float>(bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                      const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc) {
+  if (m > 0 && n > 0 && k > 0 &&
+      detail::gemm_f32_routed(false, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc, GemmBatch{},
+                              bias))
+    return;
+  gemm<float>(false, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+  add_bias_rows(c, ldc, bias, m, n);
+}
+
+template <>
+void gemm_bias<double>(bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                       const double* b, int64_t ldb, const double* bias, double* c, int64_t ldc) {
+  gemm<double>(false, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+  add_bias_rows(c, ldc, bias, m, n);
+}
+
 template <typename T>
 void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
                   int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
@@ -278,8 +304,15 @@ double sum_squares(const T* x, int64_t n) {
   parallel_range(blocks, kBlock * kCostSimple, [x, n, pp](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t i = b * kBlock, e = std::min<int64_t>(n, i + kBlock);
+      // 16 running sums, element j into sum j mod 16, then added in order: each sum is its own
+      // chain, so the loop vectorizes without reassociating anything.
+      T lane[16] = {};
+      int64_t j = i;
+      for (; j + 16 <= e; j += 16)
+        for (int l = 0; l < 16; ++l) lane[l] += x[j + l] * x[j + l];
+      for (int l = 0; j < e; ++j, ++l) lane[l] += x[j] * x[j];
       T block = 0;
-      for (int64_t j = i; j < e; ++j) block += x[j] * x[j];
+      for (int l = 0; l < 16; ++l) block += lane[l];
       if (!std::isfinite(block)) {  // overflowed T (or a NaN/Inf element): redo it in double
         double d = 0;
         for (int64_t j = i; j < e; ++j) d += static_cast<double>(x[j]) * static_cast<double>(x[j]);

@@ -20,6 +20,13 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
+// C[M,N] = A·op(B) + bias (bias[j] added to column j; bias may be null): a linear layer's
+// forward. On oneDNN the bias is added in the product's own epilogue, saving a pass over C;
+// otherwise gemm, then add_row_bias. Both round the sum, then the sum plus the bias.
+template <typename T>
+void gemm_bias(bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+               int64_t ldb, const T* bias, T* c, int64_t ldc);
+
 // The same product over a batch with up to two axes, n0 × n1 products (batch × heads, say):
 // product (i, j) reads A at a + i·sa0 + j·sa1 and B at b + i·sb0 + j·sb1 and writes C at
 // c + i·sc0 + j·sc1. The C blocks must not overlap; a stride of 0 on A or B uses one matrix
@@ -177,8 +184,9 @@ void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T
 template <typename T>
 void add_row_bias(T* y, const T* b, int64_t rows, int64_t cols);
 
-// Σ x² in double, accumulated in T over blocks of 256 (vectorizable) and in double across them
-// in order (the blocks are computed on the pool's threads, their sums added in order after).
+// Σ x² in double, accumulated in T over blocks of 256 (in 16 interleaved sums, vectorized) and in
+// double across them in order (the blocks are computed on the pool's threads, their sums added
+// in order after).
 template <typename T>
 double sum_squares(const T* x, int64_t n);
 

@@ -135,7 +135,8 @@ std::string onednn_impl_name(int64_t, int64_t, int64_t, bool) {
 }
 
 bool detail::gemm_f32_routed(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                             const float*, int64_t, float, float*, int64_t, const GemmBatch&) {
+                             const float*, int64_t, float, float*, int64_t, const GemmBatch&,
+                             const float*) {
   return false;
 }
 
@@ -192,7 +193,7 @@ int onednn_threads(int64_t m, int64_t n, int64_t k) {
 // One cached product: the primitive and the memory objects whose data handles each call sets.
 struct Product {
   dnnl::matmul prim;
-  dnnl::memory src, wei, dst;
+  dnnl::memory src, wei, dst, bia;
   std::string impl;
   std::unordered_map<int, dnnl::memory> args;  // built once: execute() takes them by reference
 };
@@ -210,11 +211,13 @@ struct Gemm {
   float* c;
   int64_t ldc;
   GemmBatch batch;
+  const float* bias = nullptr;  // [N], added to every row of C (non-batched, alpha 1, beta 0)
 };
 
-// Everything a primitive depends on: layouts, strides, scales, operand type, threads.
+// Everything a primitive depends on: layouts, strides, scales, operand type, threads, batch,
+// bias.
 using ProductKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                              float, float, bool, int, std::array<int64_t, 8> >;
+                              float, float, bool, int, std::array<int64_t, 8>, bool>;
 
 std::array<int64_t, 8> batch_key(const GemmBatch& bt) {
   return {bt.n0, bt.n1, bt.sa0, bt.sa1, bt.sb0, bt.sb1, bt.sc0, bt.sc1};
@@ -252,6 +255,7 @@ class OneDnn {
     p.src.set_data_handle(const_cast<float*>(g.a));
     p.wei.set_data_handle(const_cast<float*>(g.b));
     p.dst.set_data_handle(g.c);
+    if (g.bias) p.bia.set_data_handle(const_cast<float*>(g.bias));
     p.prim.execute(stream_, p.args);
     stream_.wait();
   }
@@ -263,7 +267,7 @@ class OneDnn {
 
   std::string impl(int64_t m, int64_t n, int64_t k, bool bf16) {
     return product({false, false, m, n, k, k, n, n, 1.f, 0.f, bf16, onednn_threads(m, n, k),
-                    batch_key(GemmBatch{})})
+                    batch_key(GemmBatch{}), false})
         .impl;
   }
 
@@ -281,7 +285,8 @@ class OneDnn {
             g.beta,
             bf16,
             threads,
-            batch_key(g.batch)};
+            batch_key(g.batch),
+            g.bias != nullptr};
   }
 
   Product& product(const ProductKey& key) {
@@ -289,7 +294,7 @@ class OneDnn {
     // Shapes vary with the batch's sequence lengths: bound the cache (oneDNN keeps its own
     // cache of kernels too, so a rebuilt primitive is cheap).
     if (cache_.size() >= 1024) cache_.clear();
-    const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, bf16, threads, bk] = key;
+    const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, bf16, threads, bk, bias] = key;
     const GemmBatch bt{bk[0], bk[1], bk[2], bk[3], bk[4], bk[5], bk[6], bk[7]};
     using dt = dnnl::memory::data_type;
     const dt in = bf16 ? dt::bf16 : dt::f32;
@@ -303,14 +308,21 @@ class OneDnn {
       ops.append_sum(beta);
       attr.set_post_ops(ops);
     }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), attr, engine_);
+    // The bias: a float32 row [1, N] broadcast over C's rows.
+    const dnnl::memory::desc bia =
+        bias ? dnnl::memory::desc({1, n}, dt::f32, dnnl::memory::dims{n, 1}) : dnnl::memory::desc();
+    const dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(src, wei, bia, dst) : dnnl::matmul::desc(src, wei, dst), attr,
+        engine_);
     Product p{dnnl::matmul(pd),
               dnnl::memory(src, engine_, nullptr),
               dnnl::memory(wei, engine_, nullptr),
               dnnl::memory(dst, engine_, nullptr),
+              bias ? dnnl::memory(bia, engine_, nullptr) : dnnl::memory(),
               pd.impl_info_str(),
               {}};
     p.args = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.wei}, {DNNL_ARG_DST, p.dst}};
+    if (bias) p.args[DNNL_ARG_BIAS] = p.bia;
     g_primitives.fetch_add(1, std::memory_order_relaxed);
     return cache_.emplace(key, std::move(p)).first->second;
   }
@@ -438,6 +450,7 @@ Gemm part_of(const Gemm& g, Split along, int64_t r0, int64_t r1) {
       p.n = r1 - r0;
       p.b += g.tb ? r0 * g.ldb : r0;
       p.c += r0;
+      if (p.bias) p.bias += r0;
       break;
     case Split::Outer:
       bt.n0 = r1 - r0;
@@ -626,8 +639,8 @@ std::string onednn_impl_name(int64_t m, int64_t n, int64_t k, bool bf16) {
 
 bool detail::gemm_f32_routed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                              const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                             float* c, int64_t ldc, const GemmBatch& batch) {
-  return routed({ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch});
+                             float* c, int64_t ldc, const GemmBatch& batch, const float* bias) {
+  return routed({ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, bias});
 }
 
 #endif

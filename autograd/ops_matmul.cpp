@@ -152,9 +152,8 @@ Var affine(const Var& x, const Var& w, const Var& b, bool tw) {
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* y = out.data<T>();
-    kernels::gemm<T>(false, tw, r, n, k, T(1), x.value().data<T>(), k, w.value().data<T>(),
-                     tw ? k : n, T(0), y, n);
-    if (has_b) kernels::add_row_bias<T>(y, b.value().data<T>(), r, n);
+    kernels::gemm_bias<T>(tw, r, n, k, x.value().data<T>(), k, w.value().data<T>(), tw ? k : n,
+                          has_b ? b.value().data<T>() : nullptr, y, n);
   });
   const bool grad = has_b ? detail::wants_grad({&x, &w, &b}) : detail::wants_grad({&x, &w});
   // dX += g·op(W)ᵀ, dW += op-transposed Xᵀ·g, db += Σ_rows g

@@ -163,6 +163,17 @@ double LrSchedule::at(int64_t step) const {
 
 double grad_global_norm(const NamedParams& params) {
   profile::Scope prof("clip (grad norm)");
+  int64_t n = 0;
+  if (const void* flat = flat_span(params, true, &n)) {
+    // One pass over the flat gradient (FlatParams); only a non-finite sum looks for its parameter
+    // in the loop below.
+    double sq = 0;
+    dispatch(params.front().second.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      sq = kernels::sum_squares<T>(static_cast<const T*>(flat), n);
+    });
+    if (std::isfinite(sq)) return std::sqrt(sq);
+  }
   double sq = 0;
   for (const auto& np : params) {
     // Not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.

@@ -373,6 +373,47 @@ TEST(MatmulBackend, BigBatchesSplitAlongTheirBatchAxes) {
   }
 }
 
+// gemm_bias (a linear layer's forward): on oneDNN the bias rides in the product's epilogue,
+// elsewhere it is added after the product; every backend and precision gives op(A)·op(B) +
+// bias within the float32 bound, split or not (a split of columns offsets the bias too).
+TEST(MatmulBackend, GemmBiasAddsTheBiasOnEveryRoute) {
+  const Threads two(2);
+  struct Mode {
+    MatmulBackend backend;
+    Precision precision;
+  };
+  for (const Mode mode :
+       {Mode{MatmulBackend::OpenBLAS, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::F32},
+        Mode{MatmulBackend::OneDNN, Precision::BF16}}) {
+    if (!kernels::matmul_problem(mode.backend, mode.precision).empty()) continue;
+    const bool round = mode.precision == Precision::BF16;
+    for (const int64_t m : {300, 97, 7})
+      for (const bool tb : {false, true}) {
+        const int64_t n = m == 7 ? 5 : 397 - m;
+        Case c(false, tb, m, n, 161, 1.f, 0.f, 3);
+        const std::vector<float> bias = Case::values(n, 0.53);
+        // The reference of Case adds beta·c0: c0 holding the bias in every row and beta 1 is the
+        // same sum.
+        Case want = c;
+        want.beta = 1.f;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) want.c0[size_t(i * c.ldc + j)] = bias[size_t(j)];
+        std::vector<float> got = c.c0;
+        {
+          const kernels::MatmulScope s(mode.backend, mode.precision);
+          kernels::gemm_bias<float>(tb, m, n, c.k, c.a.data(), c.lda, c.b.data(), c.ldb,
+                                    bias.data(), got.data(), c.ldc);
+        }
+        // The padding between rows is left as it was in c0 (want.c0 differs from c.c0 only
+        // inside the rows).
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = n; j < c.ldc; ++j)
+            want.c0[size_t(i * c.ldc + j)] = c.c0[size_t(i * c.ldc + j)];
+        want.expect_near(got, round);
+      }
+  }
+}
+
 TEST(MatmulBackend, Float64StaysOnOpenBlas) {
   const kernels::OneDnnInfo& info = kernels::onednn_info();
   if (!info.built || !info.bf16) GTEST_SKIP() << "no bf16 units";

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
+#include <string>
 
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
@@ -130,6 +132,34 @@ TEST(FlatParams, UpdateAndGradientNormGiveTheSameBitsOnOneAndTwoThreads) {
   ASSERT_EQ(one.second.size(), two.second.size());
   EXPECT_EQ(std::memcmp(one.second.data(), two.second.data(), one.second.size() * sizeof(double)),
             0);
+}
+
+// On flat gradients the norm is one pass over the buffer: it agrees with the norm of separate
+// tensors, and a non-finite gradient is still named by its parameter.
+TEST(FlatParams, GradientNormIsOnePassAndStillNamesANonFiniteGradient) {
+  NamedParams a = make_params(11), b = make_params(11);
+  a.pop_back();  // "unused": every parameter must get a gradient for the one pass
+  b.pop_back();
+  FlatParams flat(b);
+  for (NamedParams* p : {&a, &b}) {
+    Tape::current().backward(loss_of(*p, true));
+    Tape::current().clear();
+  }
+  int64_t n = 0;
+  ASSERT_NE(flat_span(b, true, &n), nullptr) << "not flat: the test would test nothing";
+  const double separate = grad_global_norm(a), one_pass = grad_global_norm(b);
+  EXPECT_GT(separate, 0.0);
+  EXPECT_NEAR(one_pass, separate, 1e-14 * separate);
+  Tensor g = b[1].second.grad();  // shares the gradient's storage
+  g.set(3, std::numeric_limits<double>::quiet_NaN());
+  try {
+    grad_global_norm(b);
+    FAIL() << "a NaN gradient went through";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("non-finite gradient in parameter 'w2'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
