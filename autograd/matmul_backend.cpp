@@ -453,17 +453,14 @@ Gemm part_of(const Gemm& g, Split along, int64_t r0, int64_t r1) {
       if (p.bias) p.bias += r0;
       break;
     case Split::Outer:
-      bt.n0 = r1 - r0;
-      p.a += r0 * bt.sa0;
-      p.b += r0 * bt.sb0;
-      p.c += r0 * bt.sc0;
+    case Split::Inner: {
+      const bool outer = along == Split::Outer;
+      (outer ? bt.n0 : bt.n1) = r1 - r0;
+      p.a += r0 * (outer ? bt.sa0 : bt.sa1);
+      p.b += r0 * (outer ? bt.sb0 : bt.sb1);
+      p.c += r0 * (outer ? bt.sc0 : bt.sc1);
       break;
-    case Split::Inner:
-      bt.n1 = r1 - r0;
-      p.a += r0 * bt.sa1;
-      p.b += r0 * bt.sb1;
-      p.c += r0 * bt.sc1;
-      break;
+    }
   }
   return p;
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "autograd/kernels.h"
@@ -224,22 +225,60 @@ TEST(MatmulBackend, AutoRoutesEachShapeOneWayAndStaysRight) {
 }
 
 // Batched products laid out as attention reads its heads: Q [B, Tq, C] and K [B, Tk, C] with
-// head h in columns h·Dh..; scores [B, H, Tq, Tk] dense. Every backend and precision that runs
-// here against a double reference per product (bf16: of the rounded operands).
+// head h in columns h·Dh..; scores [B, H, Tq, Tk] dense. Q·Kᵀ per head (tb), or Q·W with one W
+// for every product (stride 0: broadcast).
+struct Heads {
+  int64_t B, H, Tq, Tk, Dh, C;
+  std::vector<float> q, k, w;
+  Heads(int64_t b, int64_t h, int64_t tq, int64_t tk, int64_t dh)
+      : B(b), H(h), Tq(tq), Tk(tk), Dh(dh), C(h * dh) {
+    q = Case::values(B * Tq * C, 0.41);
+    k = Case::values(B * Tk * C, 0.29);
+    w = Case::values(Dh * Tk, 0.17);
+  }
+  const float* b_of(bool tb) const { return tb ? k.data() : w.data(); }
+  int64_t ldb(bool tb) const { return tb ? C : Tk; }
+  kernels::GemmBatch batch(bool tb) const {
+    return {B, H, Tq * C, Dh, tb ? Tk * C : 0, tb ? Dh : 0, H * Tq * Tk, Tq * Tk};
+  }
+  // alpha·Q·op(B) for every (batch row, head) under the given backend and precision.
+  std::vector<float> run(bool tb, float alpha, MatmulBackend backend, Precision p) const {
+    std::vector<float> scores(static_cast<size_t>(B * H * Tq * Tk), 9.f);
+    const kernels::MatmulScope s(backend, p);
+    kernels::gemm_batched<float>(false, tb, Tq, Tk, Dh, alpha, q.data(), C, b_of(tb), ldb(tb), 0.f,
+                                 scores.data(), Tk, batch(tb));
+    return scores;
+  }
+  // Every score against its double reference (round: of the bf16-rounded operands).
+  void expect_near(const std::vector<float>& scores, bool tb, double alpha, bool round,
+                   const std::string& what) const {
+    auto r = [&](float x) { return static_cast<double>(round ? kernels::round_to_bf16(x) : x); };
+    const kernels::GemmBatch bt = batch(tb);
+    const float* b = b_of(tb);
+    for (int64_t bi = 0; bi < B; ++bi)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < Tq; ++i)
+          for (int64_t j = 0; j < Tk; ++j) {
+            double want = 0, mag = 0;
+            for (int64_t e = 0; e < Dh; ++e) {
+              const float qv = q[static_cast<size_t>(bi * Tq * C + i * C + h * Dh + e)];
+              const float bv = b[bi * bt.sb0 + h * bt.sb1 + (tb ? j * C + e : e * Tk + j)];
+              want += alpha * r(qv) * r(bv);
+              mag += std::abs(alpha * r(qv) * r(bv));
+            }
+            ASSERT_NEAR(scores[static_cast<size_t>(((bi * H + h) * Tq + i) * Tk + j)], want,
+                        static_cast<double>(Dh + 2) * std::ldexp(1.0, -24) * mag)
+                << what << " tb " << tb << " b " << bi << " h " << h << " i " << i << " j " << j;
+          }
+  }
+};
+
+// Every backend and precision that runs here against a double reference per product.
 TEST(MatmulBackend, BatchedProductsReadHeadsInPlaceOnEveryBackend) {
   // Products above gemm_small_takes' bound (65·67·64 multiply-adds): smaller ones run on
   // gemm_small_batched whatever the backend (test_small_gemm.cpp).
-  const int64_t B = 3, H = 2, Tq = 65, Tk = 67, Dh = 64, C = H * Dh;
-  ASSERT_FALSE(kernels::gemm_small_takes(Tq, Tk, Dh));
-  const std::vector<float> q = Case::values(B * Tq * C, 0.41), k = Case::values(B * Tk * C, 0.29),
-                           w = Case::values(Dh * Tk, 0.17);
-  struct Layout {
-    bool tb;
-    const float* b;
-    int64_t ldb, sb0, sb1;
-  };
-  // Q·Kᵀ per head; and Q·W with one W for every product (stride 0: broadcast).
-  const Layout layouts[] = {{true, k.data(), C, Tk * C, Dh}, {false, w.data(), Tk, 0, 0}};
+  const Heads x(3, 2, 65, 67, 64);
+  ASSERT_FALSE(kernels::gemm_small_takes(x.Tq, x.Tk, x.Dh));
   struct Mode {
     MatmulBackend backend;
     Precision precision;
@@ -249,41 +288,19 @@ TEST(MatmulBackend, BatchedProductsReadHeadsInPlaceOnEveryBackend) {
         Mode{MatmulBackend::Auto, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::BF16}}) {
     if (!kernels::matmul_problem(mode.backend, mode.precision).empty()) continue;
     const bool round = mode.precision == Precision::BF16;
-    auto r = [&](float x) { return static_cast<double>(round ? kernels::round_to_bf16(x) : x); };
-    for (const Layout& l : layouts) {
-      std::vector<float> scores(static_cast<size_t>(B * H * Tq * Tk), 9.f);
-      const kernels::GemmBatch bt{B, H, Tq * C, Dh, l.sb0, l.sb1, H * Tq * Tk, Tq * Tk};
+    for (const bool tb : {true, false}) {
       const kernels::MatmulCounts before = kernels::matmul_counts();
-      {
-        const kernels::MatmulScope s(mode.backend, mode.precision);
-        kernels::gemm_batched<float>(false, l.tb, Tq, Tk, Dh, 0.5f, q.data(), C, l.b, l.ldb, 0.f,
-                                     scores.data(), Tk, bt);
-      }
+      const std::vector<float> scores = x.run(tb, 0.5f, mode.backend, mode.precision);
       const kernels::MatmulCounts after = kernels::matmul_counts();
       if (mode.backend == MatmulBackend::OpenBLAS && !round) {
-        EXPECT_EQ(after.openblas - before.openblas, B * H);  // one gemm per product
+        EXPECT_EQ(after.openblas - before.openblas, x.B * x.H);  // one gemm per product
       }
       if (mode.backend == MatmulBackend::OneDNN) {  // one primitive for the batch
         EXPECT_EQ(after.onednn_f32 + after.onednn_bf16 - before.onednn_f32 - before.onednn_bf16, 1);
       }
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t i = 0; i < Tq; ++i)
-            for (int64_t j = 0; j < Tk; ++j) {
-              double want = 0, mag = 0;
-              for (int64_t p = 0; p < Dh; ++p) {
-                const float qv = q[static_cast<size_t>(b * Tq * C + i * C + h * Dh + p)];
-                const float bv = l.b[l.tb ? b * l.sb0 + h * l.sb1 + j * l.ldb + p
-                                          : b * l.sb0 + h * l.sb1 + p * l.ldb + j];
-                want += 0.5 * r(qv) * r(bv);
-                mag += std::abs(0.5 * r(qv) * r(bv));
-              }
-              ASSERT_NEAR(scores[static_cast<size_t>(((b * H + h) * Tq + i) * Tk + j)], want,
-                          static_cast<double>(Dh + 2) * std::ldexp(1.0, -24) * mag)
-                  << kernels::matmul_backend_name(mode.backend) << " "
-                  << kernels::precision_name(mode.precision) << " tb " << l.tb << " b " << b
-                  << " h " << h << " i " << i << " j " << j;
-            }
+      x.expect_near(scores, tb, 0.5, round,
+                    std::string(kernels::matmul_backend_name(mode.backend)) + " " +
+                        kernels::precision_name(mode.precision));
     }
   }
 }
@@ -328,46 +345,18 @@ TEST(MatmulBackend, BigBatchesSplitAlongTheirBatchAxes) {
   if (!kernels::onednn_info().built) GTEST_SKIP() << "built without oneDNN";
   const Threads two(2);
   const bool splits = kernels::gemm_nt_rowwise_threads() >= 2;
-  const int64_t Tq = 130, Tk = 67, Dh = 64;
   for (const Precision p : {Precision::F32, Precision::BF16}) {
     if (!kernels::matmul_problem(MatmulBackend::OneDNN, p).empty()) continue;
-    auto r = [&](float x) {
-      return static_cast<double>(p == Precision::BF16 ? kernels::round_to_bf16(x) : x);
-    };
     for (const int64_t B : {4, 1}) {  // split along batch rows, then along heads
-      const int64_t H = 8 / B, C = H * Dh;
-      const std::vector<float> q = Case::values(B * Tq * C, 0.41),
-                               k = Case::values(B * Tk * C, 0.29), w = Case::values(Dh * Tk, 0.17);
-      for (const bool shared_w : {false, true}) {
-        const float* b = shared_w ? w.data() : k.data();
-        const int64_t ldb = shared_w ? Tk : C, sb0 = shared_w ? 0 : Tk * C, sb1 = shared_w ? 0 : Dh;
-        const kernels::GemmBatch bt{B, H, Tq * C, Dh, sb0, sb1, H * Tq * Tk, Tq * Tk};
-        std::vector<float> scores(static_cast<size_t>(B * H * Tq * Tk), 9.f);
+      const Heads x(B, 8 / B, 130, 67, 64);
+      for (const bool tb : {true, false}) {
         const kernels::MatmulCounts before = kernels::matmul_counts();
-        {
-          const kernels::MatmulScope s(MatmulBackend::OneDNN, p);
-          kernels::gemm_batched<float>(false, !shared_w, Tq, Tk, Dh, 1.f, q.data(), C, b, ldb, 0.f,
-                                       scores.data(), Tk, bt);
-        }
+        const std::vector<float> scores = x.run(tb, 1.f, MatmulBackend::OneDNN, p);
         if (splits) {
           EXPECT_EQ(kernels::matmul_counts().split, before.split + 1);
         }
-        for (int64_t bi = 0; bi < B; ++bi)
-          for (int64_t h = 0; h < H; ++h)
-            for (int64_t i = 0; i < Tq; ++i)
-              for (int64_t j = 0; j < Tk; ++j) {
-                double want = 0, mag = 0;
-                for (int64_t e = 0; e < Dh; ++e) {
-                  const float qv = q[static_cast<size_t>(bi * Tq * C + i * C + h * Dh + e)];
-                  const float bv = b[shared_w ? e * ldb + j : bi * sb0 + h * sb1 + j * ldb + e];
-                  want += r(qv) * r(bv);
-                  mag += std::abs(r(qv) * r(bv));
-                }
-                ASSERT_NEAR(scores[static_cast<size_t>(((bi * H + h) * Tq + i) * Tk + j)], want,
-                            static_cast<double>(Dh + 2) * std::ldexp(1.0, -24) * mag)
-                    << kernels::precision_name(p) << " B " << B << " shared " << shared_w << " b "
-                    << bi << " h " << h << " i " << i << " j " << j;
-              }
+        x.expect_near(scores, tb, 1.0, p == Precision::BF16,
+                      std::string(kernels::precision_name(p)) + " B " + std::to_string(B));
       }
     }
   }
