@@ -249,9 +249,9 @@ class OneDnn {
 
   // g's product; bf16: g.a and g.b point at bf16 copies laid out as g describes.
   void run(const Gemm& g, bool bf16) {
-    const int threads = onednn_threads(g.m, g.n, g.k * g.batch.n0 * g.batch.n1);
-    omp_set_num_threads(threads);
-    Product& p = product(key(g, bf16, threads));
+    const ProductKey k = key(g, bf16);
+    omp_set_num_threads(std::get<11>(k));
+    Product& p = product(k);
     p.src.set_data_handle(const_cast<float*>(g.a));
     p.wei.set_data_handle(const_cast<float*>(g.b));
     p.dst.set_data_handle(g.c);
@@ -261,9 +261,7 @@ class OneDnn {
   }
 
   // Makes g's primitive now (on this thread), so that a layout oneDNN cannot run throws here.
-  void prepare(const Gemm& g, bool bf16) {
-    product(key(g, bf16, onednn_threads(g.m, g.n, g.k * g.batch.n0 * g.batch.n1)));
-  }
+  void prepare(const Gemm& g, bool bf16) { product(key(g, bf16)); }
 
   std::string impl(int64_t m, int64_t n, int64_t k, bool bf16) {
     return product({false, false, m, n, k, k, n, n, 1.f, 0.f, bf16, onednn_threads(m, n, k),
@@ -272,7 +270,9 @@ class OneDnn {
   }
 
  private:
-  static ProductKey key(const Gemm& g, bool bf16, int threads) {
+  // g's key, with the threads its product runs on (onednn_threads).
+  static ProductKey key(const Gemm& g, bool bf16) {
+    const int threads = onednn_threads(g.m, g.n, g.k * g.batch.n0 * g.batch.n1);
     return {g.ta,
             g.tb,
             g.m,

@@ -271,15 +271,24 @@ void BM_rowwise_weights(benchmark::State& st, int64_t B) {
                          benchmark::Counter::kIsRate);
 }
 
-// This machine's sgemm ceiling in the same run: a large square product (1024³) on the BLAS
-// threads, the most any batch of decoder products could reach per FLOP.
+// This machine's float32 product ceiling in the same run: a large square product (1024³), the
+// most any batch of decoder products could reach per FLOP. Through cblas_sgemm on the BLAS
+// threads, or (onednn) through oneDNN float32 as --matmul onednn runs it, split over seqtape's
+// threads: on CPUs where OpenBLAS 0.3.21 has AVX2 kernels only, the faster of the two.
 constexpr int64_t kPeakN = 1024;
-void BM_sgemm_peak(benchmark::State& st) {
+void BM_peak(benchmark::State& st, bool onednn) {
   const auto n = static_cast<blasint>(kPeakN);
   std::vector<float> a(size_t(kPeakN * kPeakN), 0.5f), b(a.size(), 0.25f), c(a.size());
+  const kernels::MatmulScope scope(
+      onednn ? kernels::MatmulBackend::OneDNN : kernels::MatmulBackend::OpenBLAS,
+      kernels::Precision::F32);
   for (auto _ : st) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
-                0.f, c.data(), n);
+    if (onednn)
+      kernels::gemm<float>(false, false, kPeakN, kPeakN, kPeakN, 1.f, a.data(), kPeakN, b.data(),
+                           kPeakN, 0.f, c.data(), kPeakN);
+    else
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
+                  0.f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
   st.counters["GFLOP/s"] = benchmark::Counter(
@@ -287,21 +296,6 @@ void BM_sgemm_peak(benchmark::State& st) {
       benchmark::Counter::kIsRate);
 }
 const char* const kPeakName = "sgemm/peak/1024";
-
-// The same product through oneDNN float32 (split over seqtape's threads, as --matmul onednn runs
-// it): on CPUs where OpenBLAS 0.3.21 has AVX2 kernels only, the faster of the two.
-void BM_onednn_peak(benchmark::State& st) {
-  std::vector<float> a(size_t(kPeakN * kPeakN), 0.5f), b(a.size(), 0.25f), c(a.size());
-  const kernels::MatmulScope dnn(kernels::MatmulBackend::OneDNN, kernels::Precision::F32);
-  for (auto _ : st) {
-    kernels::gemm<float>(false, false, kPeakN, kPeakN, kPeakN, 1.f, a.data(), kPeakN, b.data(),
-                         kPeakN, 0.f, c.data(), kPeakN);
-    benchmark::DoNotOptimize(c.data());
-  }
-  st.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * double(kPeakN) * double(kPeakN) * double(kPeakN) * double(st.iterations()) / 1e9,
-      benchmark::Counter::kIsRate);
-}
 const char* const kOneDnnPeakName = "onednn/peak/1024";
 
 std::string rowwise_name(int64_t B) {
@@ -378,15 +372,14 @@ const bool kRegistered = [] {
         ->Repetitions(3)
         ->Unit(benchmark::kMicrosecond);
   }
-  benchmark::RegisterBenchmark(kPeakName, BM_sgemm_peak)
-      ->UseRealTime()
-      ->Repetitions(3)
-      ->Unit(benchmark::kMillisecond);
-  if (kernels::matmul_problem(kernels::MatmulBackend::OneDNN, kernels::Precision::F32).empty())
-    benchmark::RegisterBenchmark(kOneDnnPeakName, BM_onednn_peak)
-        ->UseRealTime()
-        ->Repetitions(3)
-        ->Unit(benchmark::kMillisecond);
+  const bool dnn =
+      kernels::matmul_problem(kernels::MatmulBackend::OneDNN, kernels::Precision::F32).empty();
+  for (const bool onednn : {false, true})
+    if (!onednn || dnn)
+      benchmark::RegisterBenchmark(onednn ? kOneDnnPeakName : kPeakName, BM_peak, onednn)
+          ->UseRealTime()
+          ->Repetitions(3)
+          ->Unit(benchmark::kMillisecond);
   return true;
 }();
 

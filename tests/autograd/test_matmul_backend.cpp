@@ -224,6 +224,12 @@ TEST(MatmulBackend, AutoRoutesEachShapeOneWayAndStaysRight) {
   }
 }
 
+// A backend with a precision.
+struct Mode {
+  MatmulBackend backend;
+  Precision precision;
+};
+
 // Batched products laid out as attention reads its heads: Q [B, Tq, C] and K [B, Tk, C] with
 // head h in columns h·Dh..; scores [B, H, Tq, Tk] dense. Q·Kᵀ per head (tb), or Q·W with one W
 // for every product (stride 0: broadcast).
@@ -279,10 +285,6 @@ TEST(MatmulBackend, BatchedProductsReadHeadsInPlaceOnEveryBackend) {
   // gemm_small_batched whatever the backend (test_small_gemm.cpp).
   const Heads x(3, 2, 65, 67, 64);
   ASSERT_FALSE(kernels::gemm_small_takes(x.Tq, x.Tk, x.Dh));
-  struct Mode {
-    MatmulBackend backend;
-    Precision precision;
-  };
   for (const Mode mode :
        {Mode{MatmulBackend::OpenBLAS, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::F32},
         Mode{MatmulBackend::Auto, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::BF16}}) {
@@ -367,10 +369,6 @@ TEST(MatmulBackend, BigBatchesSplitAlongTheirBatchAxes) {
 // bias within the float32 bound, split or not (a split of columns offsets the bias too).
 TEST(MatmulBackend, GemmBiasAddsTheBiasOnEveryRoute) {
   const Threads two(2);
-  struct Mode {
-    MatmulBackend backend;
-    Precision precision;
-  };
   for (const Mode mode :
        {Mode{MatmulBackend::OpenBLAS, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::F32},
         Mode{MatmulBackend::OneDNN, Precision::BF16}}) {
