@@ -80,6 +80,26 @@ struct RowwiseEpilogue {
 void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                      int64_t ldw, float* y, int64_t ldy, const RowwiseEpilogue& epilogue);
 const char* gemm_nt_rowwise_path();
+
+// The decoder's weight matrices packed at load for gemm_packed: strips of kPackStrip outputs,
+// strip s holding its outputs' weights [K][kPackStrip] (output s·kPackStrip + c, input p at
+// (s·K + p)·kPackStrip + c); the last strip's missing outputs are zeros. packed_size(N, K)
+// floats. pack_strips reads W's element (output j, input p) at w[j·stride_n + p·stride_k]: an
+// [out, in] matrix has strides (K, 1), an [in, out] one (1, N).
+constexpr int64_t kPackStrip = 32;
+int64_t packed_size(int64_t n, int64_t k);
+void pack_strips(int64_t n, int64_t k, const float* w, int64_t stride_n, int64_t stride_k,
+                 float* out);
+// Y[M, N] = X[M, K]·Wᵀ + bias, then the activation, with W packed by pack_strips. Like
+// gemm_nt_rowwise, not BLAS and row-independent, in another order: every Y[i, j] is one chain
+// over p = 0 .. K-1 in increasing p (a fused multiply-add each on the AVX2 and AVX-512 paths,
+// multiply then add on the portable one), then + bias[j], then the activation; so a row gives
+// the same bits alone (M = 1) as inside any batch, on any number of threads. The accumulators
+// run along the outputs (one vector per 16 or 8 outputs, a row's X broadcast), so a block of 8
+// rows shares every load of W: 1.7-2x gemm_nt_rowwise's dot products at decoder shapes (M 24-64,
+// K 256-1024, one thread). Threads as gemm_nt_rowwise's.
+void gemm_packed(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* wp,
+                 float* y, int64_t ldy, const RowwiseEpilogue& epilogue = {});
 // Y[M, D] = S·V with S [M, J] (row stride lds) and V [J, D] (row stride ldv): each output
 // y[i, d] = Σ_j s[i, j]·v[j, d] in increasing j (fused multiply-adds on the AVX2 and AVX-512
 // paths, multiply then add on the portable one), one row at a time, so a row's bits depend on

@@ -10,8 +10,19 @@
 // once per process from the CPU (or SEQTAPE_ROWWISE_PATH), so every call of a process sums the
 // same way. weighted_rows (attention's context) lives here too, on the same paths.
 //
-// Threads: a call big enough (kSplitFlops) splits its outputs into chunks of a multiple of 8
-// that the caller and persistent helper threads claim one at a time; an output is computed by
+// gemm_packed: Y = X·Wᵀ with W packed in strips of 32 outputs ([K][32] each, pack_strips), the
+// decoder's weight matrices. Its order: y[i, j] is one chain over p = 0 .. K-1 in increasing p,
+// one fused multiply-add each (plain multiply and add on the portable path), starting from 0;
+// then + bias[j]; then the activation (ReLU as max(y, 0) in registers, which gives what
+// x > 0 ? x : 0 gives, NaN and -0 included). The accumulators run along the outputs: a block
+// keeps one vector per 16 (8) outputs of each of its rows and broadcasts X, so a block of R rows
+// reuses every vector of W R times (dot products reuse nothing across rows). Blocks of 8, 4, 2
+// or 1 rows and 1 to 4 strips at a time (a single row takes 4, so that it has 8 independent
+// chains) again change only which outputs are computed together.
+//
+// Threads: a call big enough (kSplitFlops) splits its outputs into chunks (of a multiple of 8
+// outputs; gemm_packed: of whole strips) that the caller and persistent helper threads claim one
+// at a time; an output is computed by
 // exactly one thread with the block code above, so threads never change a bit; that thread also
 // runs the call's epilogue (bias, activation) over the outputs it summed. The same helpers run
 // parallel_chunks() for other row-independent work (the decoder's attention) and
@@ -47,6 +58,9 @@ namespace {
 // Rows of X taken together: X rows of a panel stay in L2 while W streams past them once.
 constexpr int64_t kPanelRows = 64;
 
+// gemm_packed: outputs per strip (kernels.h), and strips a block of rows passes together.
+constexpr int64_t kStrip = kPackStrip, kGroup = 4;
+
 // Portable path: the same lane order, without FMA.
 float dot_portable(int64_t k, const float* x, const float* w) {
   float a[8] = {};
@@ -62,6 +76,20 @@ void rowwise_portable(int64_t m, int64_t n, int64_t k, const float* x, int64_t l
                       int64_t ldw, float* y, int64_t ldy) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) y[i * ldy + j] = dot_portable(k, x + i * ldx, w + j * ldw);
+}
+
+// gemm_packed's order without FMA: y = (((x0·w0) + x1·w1) + ...) + bias, then ReLU.
+void packed_portable(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* wp,
+                     int64_t s0, int64_t s1, float* y, int64_t ldy, const float* bias, bool relu) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = s0 * kStrip; j < std::min(n, s1 * kStrip); ++j) {
+      const float* ws = wp + (j / kStrip) * k * kStrip + j % kStrip;
+      float a = 0.f;
+      for (int64_t p = 0; p < k; ++p) a += x[i * ldx + p] * ws[p * kStrip];
+      if (bias) a += bias[j];
+      if (relu) a = a > 0.f ? a : 0.f;
+      y[i * ldy + j] = a;
+    }
 }
 
 #ifdef SEQTAPE_ROWWISE_X86
@@ -106,6 +134,10 @@ namespace avx2 {
 #define SEQTAPE_RW_REDUCE8X8(a, out) reduce8x8(a, out)
 #define SEQTAPE_RW_ROWS 4
 #define SEQTAPE_RW_COLS 3
+#define SEQTAPE_RW_ADD(a, b) _mm256_add_ps(a, b)
+#define SEQTAPE_RW_MAX(a, b) _mm256_max_ps(a, b)
+#define SEQTAPE_RW_PACKED_ROWS 2
+#define SEQTAPE_RW_PACKED_ACC 8
 #include "autograd/kernels_rowwise.inc"
 }  // namespace avx2
 
@@ -178,6 +210,10 @@ namespace avx512 {
 #define SEQTAPE_RW_REDUCE4X2(a, y0, y1) reduce16x4x2(a, y0, y1)
 #define SEQTAPE_RW_ROWS 4
 #define SEQTAPE_RW_COLS 4
+#define SEQTAPE_RW_ADD(a, b) _mm512_add_ps(a, b)
+#define SEQTAPE_RW_MAX(a, b) _mm512_maskz_max_ps(kAll16, a, b)
+#define SEQTAPE_RW_PACKED_ROWS 8
+#define SEQTAPE_RW_PACKED_ACC 16
 #include "autograd/kernels_rowwise.inc"
 }  // namespace avx512
 
@@ -192,6 +228,17 @@ void rowwise_serial(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx
   if (cpu_path() == Path::Avx2) return avx2::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
 #endif
   rowwise_portable(m, n, k, x, ldx, w, ldw, y, ldy);
+}
+
+void packed_serial(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* wp,
+                   int64_t s0, int64_t s1, float* y, int64_t ldy, const float* bias, bool relu) {
+#ifdef SEQTAPE_ROWWISE_X86
+  if (cpu_path() == Path::Avx512)
+    return avx512::packed(m, n, k, x, ldx, wp, s0, s1, y, ldy, bias, relu);
+  if (cpu_path() == Path::Avx2)
+    return avx2::packed(m, n, k, x, ldx, wp, s0, s1, y, ldy, bias, relu);
+#endif
+  packed_portable(m, n, k, x, ldx, wp, s0, s1, y, ldy, bias, relu);
 }
 
 // Calls below this many FLOPs (2·M·N·K) stay on the calling thread: a one-row decoder step's
@@ -355,7 +402,66 @@ struct RowwiseJob {
   }
 };
 
+// Strips [s0, s1) of a gemm_packed call for every row: the product with the bias and ReLU in
+// registers, then any other activation over the outputs summed.
+void packed_strips(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* wp,
+                   int64_t s0, int64_t s1, float* y, int64_t ldy, const RowwiseEpilogue& e) {
+  const bool relu = e.activate && e.act == Act::Relu;
+  packed_serial(m, n, k, x, ldx, wp, s0, s1, y, ldy, e.bias, relu);
+  if (!e.activate || relu) return;
+  const int64_t o = s0 * kStrip, cnt = std::min(n, s1 * kStrip) - o;
+  for (int64_t i = 0; i < m; ++i) activate<float>(y + i * ldy + o, y + i * ldy + o, cnt, e.act);
+}
+
+// One gemm_packed call split into chunks of `per` strips.
+struct PackedJob {
+  int64_t m, n, k;
+  const float* x;
+  int64_t ldx;
+  const float* wp;
+  float* y;
+  int64_t ldy, strips, per;
+  const RowwiseEpilogue& epilogue;
+  static void chunk(void* p, int64_t c) {
+    const PackedJob& j = *static_cast<const PackedJob*>(p);
+    const int64_t s0 = c * j.per;
+    packed_strips(j.m, j.n, j.k, j.x, j.ldx, j.wp, s0, std::min(j.strips, s0 + j.per), j.y, j.ldy,
+                  j.epilogue);
+  }
+};
+
 }  // namespace
+
+int64_t packed_size(int64_t n, int64_t k) {
+  return (n + kStrip - 1) / kStrip * kStrip * k;
+}
+
+void pack_strips(int64_t n, int64_t k, const float* w, int64_t stride_n, int64_t stride_k,
+                 float* out) {
+  for (int64_t s = 0; s * kStrip < n; ++s)
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t c = 0; c < kStrip; ++c) {
+        const int64_t j = s * kStrip + c;
+        out[(s * k + p) * kStrip + c] = j < n ? w[j * stride_n + p * stride_k] : 0.f;
+      }
+}
+
+void gemm_packed(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* wp,
+                 float* y, int64_t ldy, const RowwiseEpilogue& epilogue) {
+  const int64_t strips = (n + kStrip - 1) / kStrip;
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  if (flops >= kSplitFlops && strips >= 2) {
+    const int threads = gemm_nt_rowwise_threads();
+    if (threads > 1) {
+      // About four chunks per thread, whole groups of strips where there are enough.
+      int64_t per = std::max<int64_t>(1, strips / (4 * threads));
+      if (per > kGroup) per = per / kGroup * kGroup;
+      PackedJob job{m, n, k, x, ldx, wp, y, ldy, strips, per, epilogue};
+      if (pool().run(threads, (strips + per - 1) / per, PackedJob::chunk, &job, true)) return;
+    }
+  }
+  packed_strips(m, n, k, x, ldx, wp, 0, strips, y, ldy, epilogue);
+}
 
 void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx, Idle idle) {
   const int threads = chunks > 1 ? gemm_nt_rowwise_threads() : 1;

@@ -102,7 +102,7 @@ void attend(const BlockShape& d, const AttentionGroup& g, const float* q, float*
 
 }  // namespace
 
-BlockShape BlockShape::of(const ModelConfig& cfg, bool out_in) {
+BlockShape BlockShape::of(const ModelConfig& cfg, MatrixLayout weights) {
   BlockShape d;
   d.C = cfg.d_model;
   d.H = cfg.n_heads;
@@ -111,17 +111,19 @@ BlockShape BlockShape::of(const ModelConfig& cfg, bool out_in) {
   d.eps = cfg.layer_norm_eps;
   d.norm = cfg.norm;
   d.activation = cfg.activation;
-  d.out_in = out_in;
+  d.weights = weights;
   return d;
 }
 
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
-            float* y, bool out_in, std::optional<Activation> act) {
+            float* y, MatrixLayout layout, std::optional<Activation> act) {
   const float* bias = b.defined() ? b.data<float>() : nullptr;
-  if (out_in) {  // each row summed alone: a row's bits never depend on the batch
-    const kernels::RowwiseEpilogue e{bias, act.has_value(), act ? act_of(*act) : kernels::Act{}};
+  // each row summed alone: a row's bits never depend on the batch
+  const kernels::RowwiseEpilogue e{bias, act.has_value(), act ? act_of(*act) : kernels::Act{}};
+  if (layout == MatrixLayout::Packed)
+    return kernels::gemm_packed(N, out, in, x, in, w.data<float>(), y, out, e);
+  if (layout == MatrixLayout::OutIn)
     return kernels::gemm_nt_rowwise(N, out, in, x, in, w.data<float>(), in, y, out, e);
-  }
   if (N == 1)
     kernels::vec_mat<float>(in, out, 1.f, x, w.data<float>(), 0.f, y);
   else
@@ -140,10 +142,10 @@ void attention_block(const BlockShape& d, const AttnParams& w, const NormParams&
                      const BlockScratch& s, const AttentionObserver& observer) {
   const int64_t C = d.C;
   const float* a_in = sublayer_input(d, norm, x, N, s.in);
-  linear(a_in, N, C, C, w.wq, w.bq, s.q, d.out_in);
+  linear(a_in, N, C, C, w.wq, w.bq, s.q, d.weights);
   if (project_kv) {
-    linear(a_in, N, C, C, w.wk, w.bk, s.k, d.out_in);
-    linear(a_in, N, C, C, w.wv, w.bv, s.v, d.out_in);
+    linear(a_in, N, C, C, w.wk, w.bk, s.k, d.weights);
+    linear(a_in, N, C, C, w.wv, w.bv, s.v, d.weights);
   }
   // The groups are independent (their own queries, keys and ctx rows): split over the threads
   // gemm_nt_rowwise uses when there are several and enough work, each chunk with its own score
@@ -173,15 +175,15 @@ void attention_block(const BlockShape& d, const AttnParams& w, const NormParams&
     };
     kernels::parallel_for(chunks, chunk);
   }
-  linear(s.ctx, N, C, C, w.wo, w.bo, s.out, d.out_in);
+  linear(s.ctx, N, C, C, w.wo, w.bo, s.out, d.weights);
   residual(d, norm, x, s.out, N);
 }
 
 void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParams& norm, float* x,
                         int64_t N, const BlockScratch& s) {
   const float* a_in = sublayer_input(d, norm, x, N, s.in);
-  linear(a_in, N, d.C, d.F, w.w1, w.b1, s.hid, d.out_in, d.activation);
-  linear(s.hid, N, d.F, d.C, w.w2, w.b2, s.out, d.out_in);
+  linear(a_in, N, d.C, d.F, w.w1, w.b1, s.hid, d.weights, d.activation);
+  linear(s.hid, N, d.F, d.C, w.w2, w.b2, s.out, d.weights);
   residual(d, norm, x, s.out, N);
 }
 

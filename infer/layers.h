@@ -9,9 +9,9 @@
 //
 // The arithmetic mirrors nn/ (attention.cpp, layers.cpp, transformer.cpp) on the same kernels:
 // y = x·W + b then add_row_bias, with W [in, out] through BLAS gemm (gemv for a single row) or,
-// with `out_in` (the Decode layout), W [out, in] through kernels::gemm_nt_rowwise, which sums
-// every output of a row in an order independent of the other rows: batched and continuously
-// batched decoding give each row the bits it gets alone. scores = q·kᵀ then ·(1/√Dh); masked
+// packed (the Decode layout), through kernels::gemm_packed, which sums every output of a row in
+// an order independent of the other rows: batched and continuously batched decoding give each
+// row the bits it gets alone. scores = q·kᵀ then ·(1/√Dh); masked
 // keys are excluded (softmax weight exactly 0, as with −∞); LayerNorm with the configured
 // placement. Everything else is per row (attention per group), so rows never mix.
 //
@@ -48,8 +48,8 @@ struct BlockShape {
   double eps = 1e-5;
   NormPlacement norm = NormPlacement::Post;
   Activation activation = Activation::Relu;
-  bool out_in = false;  // matrices [out, in] (WeightLayout::Decode's decoder), else [in, out]
-  static BlockShape of(const ModelConfig& cfg, bool out_in);
+  MatrixLayout weights = MatrixLayout::InOut;  // how the blocks' matrices are stored
+  static BlockShape of(const ModelConfig& cfg, MatrixLayout weights);
 };
 
 // Scratch the blocks write into, each valid for N rows: in, q, k, v, ctx, out [N, C], hid [N, F],
@@ -88,12 +88,12 @@ void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParam
 void embed_tokens(const InferenceModel& m, const int32_t* tokens, const int64_t* positions,
                   int64_t N, float* x);
 
-// y [N, out] = x [N, in]·W + b with W [in, out], or W [out, in] used transposed when `out_in`,
-// then y = act(y) when `act` is given. [in, out]: one row goes through gemv, more through one
-// gemm with M = N. [out, in]: gemm_nt_rowwise, whose rows are independent of N, with the bias
-// and activation done by the threads that sum the outputs. b may be undefined.
+// y [N, out] = x [N, in]·W + b, then y = act(y) when `act` is given, W stored as `layout` says.
+// InOut [in, out]: one row goes through gemv, more through one gemm with M = N. OutIn [out, in]:
+// gemm_nt_rowwise; Packed: gemm_packed; both with rows independent of N, and the bias and
+// activation done by the threads that sum the outputs. b may be undefined.
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
-            float* y, bool out_in, std::optional<Activation> act = std::nullopt);
+            float* y, MatrixLayout layout, std::optional<Activation> act = std::nullopt);
 
 // y [N, C] = LN(x) with the norm's gamma and beta (y may be x).
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps);

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "autograd/kernels.h"
 #include "nn/param_names.h"
 #include "nn/sinusoidal.h"
 #include "train/weights.h"
@@ -131,34 +132,24 @@ void check_config(const ModelConfig& cfg, const Vocab& vocab, const std::string&
                     " tokens, the configuration's vocab_size is " + std::to_string(cfg.vocab_size));
 }
 
-// W [in, out] → an owned [out, in] copy, in 32×32 tiles.
-Tensor transposed(const Tensor& w) {
-  const int64_t in = w.shape()[0], out = w.shape()[1];
-  Tensor t = Tensor::empty({out, in}, DType::F32);
-  const float* src = w.data<float>();
-  float* dst = t.data<float>();
-  constexpr int64_t kTile = 32;
-  for (int64_t i0 = 0; i0 < in; i0 += kTile)
-    for (int64_t o0 = 0; o0 < out; o0 += kTile)
-      for (int64_t i = i0; i < std::min(in, i0 + kTile); ++i)
-        for (int64_t o = o0; o < std::min(out, o0 + kTile); ++o) dst[o * in + i] = src[i * out + o];
+// W [in, out] (or [out, in] when out_in) → an owned copy packed in strips of 32 outputs,
+// [ceil(out / 32), in, 32] (kernels::pack_strips).
+Tensor packed(const Tensor& w, bool out_in = false) {
+  const int64_t in = w.shape()[out_in ? 1 : 0], out = w.shape()[out_in ? 0 : 1];
+  const int64_t strips = (out + kernels::kPackStrip - 1) / kernels::kPackStrip;
+  Tensor t = Tensor::empty({strips, in, kernels::kPackStrip}, DType::F32);
+  kernels::pack_strips(out, in, w.data<float>(), out_in ? in : 1, out_in ? 1 : out,
+                       t.data<float>());
   return t;
 }
 
-void transpose_encoder_layer(EncoderLayerParams& l) {
-  for (Tensor* w : {&l.self_attn.wq, &l.self_attn.wk, &l.self_attn.wv, &l.self_attn.wo})
-    *w = transposed(*w);
-  l.ffn.w1 = transposed(l.ffn.w1);
-  l.ffn.w2 = transposed(l.ffn.w2);
+void pack_attention(AttnParams& a) {
+  for (Tensor* w : {&a.wq, &a.wk, &a.wv, &a.wo}) *w = packed(*w);
 }
 
-void transpose_decoder_layer(DecoderLayerParams& l, bool seq2seq) {
-  for (AttnParams* a : {&l.self_attn, &l.cross_attn}) {
-    if (a == &l.cross_attn && !seq2seq) continue;
-    for (Tensor* w : {&a->wq, &a->wk, &a->wv, &a->wo}) *w = transposed(*w);
-  }
-  l.ffn.w1 = transposed(l.ffn.w1);
-  l.ffn.w2 = transposed(l.ffn.w2);
+void pack_ffn(FfnParams& f) {
+  f.w1 = packed(f.w1);
+  f.w2 = packed(f.w2);
 }
 
 }  // namespace
@@ -187,9 +178,16 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   if (!tied_) out_w_ = table.get(dotted(pn::kOutProj, pn::kWeight));  // [C, V]
   out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));                // [V]
   if (layout_ == WeightLayout::Decode) {
-    for (EncoderLayerParams& l : encoder_) transpose_encoder_layer(l);
-    for (DecoderLayerParams& l : decoder_) transpose_decoder_layer(l, seq2seq());
-    if (!tied_) out_w_ = transposed(out_w_);  // [V, C]
+    for (EncoderLayerParams& l : encoder_) {
+      pack_attention(l.self_attn);
+      pack_ffn(l.ffn);
+    }
+    for (DecoderLayerParams& l : decoder_) {
+      pack_attention(l.self_attn);
+      if (seq2seq()) pack_attention(l.cross_attn);
+      pack_ffn(l.ffn);
+    }
+    out_w_ = tied_ ? packed(embed_, true) : packed(out_w_);  // from [V, C] or [C, V]
   }
 }
 

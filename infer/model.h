@@ -24,18 +24,23 @@
 
 namespace seqtape {
 
-// How the decoder's weight matrices are stored.
+// How the model's weight matrices are stored.
 //   Training: [in, out], as trained (y = x·W + b). float32 tensors are shared with the source
 //     (a live model's parameters are viewed, never copied).
-//   Decode: [out, in] — every encoder- and decoder-layer matrix and out_proj.weight transposed
-//     into an owned copy at construction, as inference engines pack weights at load time. Each
-//     output's weights are then one contiguous row, which kernels::gemm_nt_rowwise reads as dot
-//     products, every row of a batch summed alone (a row gives the same bits in any batch).
-//     bench_decode measures both layouts side by side. Same math: logits agree with the
-//     Training layout within float32 rounding. The embedding keeps its [V, C] layout.
+//   Decode: every encoder- and decoder-layer matrix and the output projection (out_proj.weight,
+//     or the embedding when the output is tied) packed into an owned copy at construction, as
+//     inference engines pack weights at load time: kernels::pack_strips' strips of 32 outputs,
+//     [ceil(out / 32), in, 32]. kernels::gemm_packed reads them with every row of a batch summed
+//     alone (a row gives the same bits in any batch). bench_decode measures both layouts side by
+//     side. Same math: logits agree with the Training layout within float32 rounding. The
+//     embedding itself keeps its [V, C] layout.
 enum class WeightLayout { Training, Decode };
 
-// One multi-head attention block. w* [C, C] in the [in, out] layout ([out, in] in a
+// How one matrix is stored, as infer/layers.h's linear() reads it: [in, out]; [out, in] (the
+// embedding [V, C] as a tied output projection); or packed in strips (WeightLayout::Decode).
+enum class MatrixLayout { InOut, OutIn, Packed };
+
+// One multi-head attention block. w* [C, C] in the [in, out] layout (packed in a
 // WeightLayout::Decode model); b* [C], undefined without attn_bias.
 struct AttnParams {
   Tensor wq, bq, wk, bk, wv, bv, wo, bo;
@@ -47,8 +52,8 @@ struct NormParams {
   bool defined() const { return gamma.defined(); }
 };
 
-// w1 [C, F], b1 [F], w2 [F, C], b2 [C] (w1 [F, C], w2 [C, F] in a decoder layer of a
-// WeightLayout::Decode model); biases undefined without ffn_bias.
+// w1 [C, F], b1 [F], w2 [F, C], b2 [C] (both packed in a WeightLayout::Decode model); biases
+// undefined without ffn_bias.
 struct FfnParams {
   Tensor w1, b1, w2, b2;
 };
@@ -92,10 +97,18 @@ class InferenceModel {
 
   const Tensor& embed() const { return embed_; }          // [V, C]
   const Tensor& positions() const { return positions_; }  // [P, C]; undefined for PE none
-  // Output projection: [C, V], or [V, C] when out_weight_transposed() (embed() itself when
-  // tied_output(); out_proj.weight transposed in the Decode layout).
-  const Tensor& out_weight() const { return tied_ ? embed_ : out_w_; }
-  bool out_weight_transposed() const { return tied_ || layout_ == WeightLayout::Decode; }
+  // Output projection: [C, V]; the embedding [V, C] itself when tied (MatrixLayout::OutIn); or
+  // either packed in the Decode layout.
+  const Tensor& out_weight() const { return out_w_.defined() ? out_w_ : embed_; }
+  MatrixLayout out_weight_layout() const {
+    return layout_ == WeightLayout::Decode ? MatrixLayout::Packed
+           : tied_                         ? MatrixLayout::OutIn
+                                           : MatrixLayout::InOut;
+  }
+  // Every layer's matrices: [in, out], or packed in the Decode layout.
+  MatrixLayout matrix_layout() const {
+    return layout_ == WeightLayout::Decode ? MatrixLayout::Packed : MatrixLayout::InOut;
+  }
   bool tied_output() const { return tied_; }
   WeightLayout layout() const { return layout_; }    // of the decoder's matrices
   const Tensor& out_bias() const { return out_b_; }  // [V]

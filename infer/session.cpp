@@ -32,8 +32,8 @@ DecodeSession::DecodeSession(const InferenceModel& model, CacheMode mode)
       F_(model.config().d_ff),
       V_(model.config().vocab_size),
       L_(model.config().n_decoder_layers),
-      encoder_shape_(BlockShape::of(model.config(), model.layout() == WeightLayout::Decode)),
-      decoder_shape_(BlockShape::of(model.config(), model.layout() == WeightLayout::Decode)) {}
+      encoder_shape_(BlockShape::of(model.config(), model.matrix_layout())),
+      decoder_shape_(BlockShape::of(model.config(), model.matrix_layout())) {}
 
 void DecodeSession::check_begin(const std::vector<std::vector<int32_t>>& sources,
                                 const std::vector<int32_t>& row_source, int64_t capacity) const {
@@ -285,8 +285,8 @@ void DecodeSession::project_cross(const float* mem, std::span<const int64_t> off
   const size_t head_bytes = size_t(Dh_) * sizeof(float);
   for (size_t l = 0; l < size_t(L_); ++l) {
     const AttnParams& A = m_.decoder_layers()[l].cross_attn;
-    linear(mem, N, C_, C_, A.wk, A.bk, kx, decoder_shape_.out_in);
-    linear(mem, N, C_, C_, A.wv, A.bv, vx, decoder_shape_.out_in);
+    linear(mem, N, C_, C_, A.wk, A.bk, kx, decoder_shape_.weights);
+    linear(mem, N, C_, C_, A.wv, A.bv, vx, decoder_shape_.weights);
     for (size_t i = 0; i < slots.size(); ++i) {
       const int64_t b = slots[i];
       float* ck = cross_k_[l].data<float>() + b * H_ * S_ * Dh_;  // [H, S, Dh] of source b
@@ -414,7 +414,7 @@ const float* DecodeSession::logits(const int32_t* off, size_t n, bool all_positi
     layer_norm(h, m_.decoder_final_norm(), h, m, C_, decoder_shape_.eps);
   float* out = grow(logits_, m * V_);  // [m, V]
   // logits = h·W + b with W [C, V], or W [V, C] (tied embedding, Decode layout) transposed
-  linear(h, m, C_, V_, m_.out_weight(), m_.out_bias(), out, m_.out_weight_transposed());
+  linear(h, m, C_, V_, m_.out_weight(), m_.out_bias(), out, m_.out_weight_layout());
   return out;
 }
 

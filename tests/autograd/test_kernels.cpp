@@ -247,6 +247,85 @@ TEST(Kernels, RowwiseEpilogueIsBiasThenActivation) {
   kernels::gemm_nt_rowwise_set_threads(0);
 }
 
+// pack_strips: the same strips from W [out, in] and from its transpose [in, out]; output
+// s·32 + c, input p at (s·K + p)·32 + c; the last strip's missing outputs zero.
+TEST(Kernels, RowwisePackedStripsHoldEveryWeightOnce) {
+  const int64_t N = 37, K = 5;
+  const std::vector<float> w = filled<float>(N * K, 0.31);  // [N, K]
+  std::vector<float> wt(size_t(N * K));                     // [K, N]
+  for (int64_t j = 0; j < N; ++j)
+    for (int64_t p = 0; p < K; ++p) wt[size_t(p * N + j)] = w[size_t(j * K + p)];
+  ASSERT_EQ(kernels::packed_size(N, K), 2 * 32 * K);
+  std::vector<float> a(size_t(kernels::packed_size(N, K)), -1.f), b(a.size(), -2.f);
+  kernels::pack_strips(N, K, w.data(), K, 1, a.data());
+  kernels::pack_strips(N, K, wt.data(), 1, N, b.data());
+  EXPECT_EQ(a, b);
+  for (int64_t j = 0; j < 64; ++j)
+    for (int64_t p = 0; p < K; ++p)
+      ASSERT_EQ(a[size_t(((j / 32) * K + p) * 32 + j % 32)], j < N ? w[size_t(j * K + p)] : 0.f)
+          << "output " << j << " input " << p;
+}
+
+// gemm_packed: every output bit for bit one chain over p in increasing p (fused multiply-adds on
+// the vector paths), then + bias, then the activation (the scalar activate), whatever M, so each
+// row gives the same bits alone as in any batch; on 1, 2 and 3 threads (the larger shapes are
+// split); M around the 8-, 4-, 2- and 1-row blocks and the 64-row panels; N around the 32-output
+// strips and the groups of 4; K from 1; strides wider than the rows, whose gap stays untouched.
+TEST(Kernels, RowwisePackedSumsInOneChainThenBiasThenActivation) {
+  const bool fused = std::string(kernels::gemm_nt_rowwise_path()) != "portable";
+  const auto chain = [fused](int64_t k, const float* x, const float* w) {
+    float a = 0.f;
+    for (int64_t p = 0; p < k; ++p) {
+      if (fused) {
+        a = std::fma(x[p], w[p], a);
+      } else {
+        volatile float prod = x[p] * w[p];  // rounded on its own, as the portable path does
+        a = a + prod;
+      }
+    }
+    return a;
+  };
+  struct Epi {
+    bool bias, act;
+    kernels::Act which;
+  };
+  const Epi epis[] = {{false, false, kernels::Act::Relu}, {true, false, kernels::Act::Relu},
+                      {true, true, kernels::Act::Relu},   {false, true, kernels::Act::Relu},
+                      {true, true, kernels::Act::Gelu},   {true, true, kernels::Act::Tanh}};
+  for (int threads : {1, 2, 3}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    for (int64_t K : {1, 5, 16, 37, 256})
+      for (int64_t N : {1, 3, 32, 33, 100, 264})
+        for (int64_t M : {1, 2, 3, 7, 8, 13, 16, 67}) {
+          const int64_t ldx = K + 1, ldy = N + 1;
+          const std::vector<float> x = filled<float>(M * ldx, 0.29), w = filled<float>(N * K, 0.07),
+                                   b = filled<float>(N, 0.5);
+          std::vector<float> wp(size_t(kernels::packed_size(N, K)));
+          kernels::pack_strips(N, K, w.data(), K, 1, wp.data());
+          for (const Epi& e : epis) {
+            if (threads > 1 && M * N * K < (1 << 19)) continue;  // (unsplit: as one thread)
+            const kernels::RowwiseEpilogue epi{e.bias ? b.data() : nullptr, e.act, e.which};
+            std::vector<float> y(size_t(M * ldy), -3.f);
+            kernels::gemm_packed(M, N, K, x.data(), ldx, wp.data(), y.data(), ldy, epi);
+            for (int64_t i = 0; i < M; ++i) {
+              for (int64_t j = 0; j < N; ++j) {
+                float want = chain(K, x.data() + i * ldx, w.data() + j * K);
+                if (e.bias) want += b[size_t(j)];
+                if (e.act) kernels::activate<float>(&want, &want, 1, e.which);
+                ASSERT_TRUE(same_bits(y[size_t(i * ldy + j)], want))
+                    << kernels::gemm_nt_rowwise_path() << " threads " << threads << " K " << K
+                    << " N " << N << " M " << M << " row " << i << " out " << j << " bias "
+                    << e.bias << " act " << e.act << ": " << y[size_t(i * ldy + j)] << " vs "
+                    << want;
+              }
+              ASSERT_EQ(y[size_t(i * ldy + N)], -3.f) << "wrote past row " << i;
+            }
+          }
+        }
+  }
+  kernels::gemm_nt_rowwise_set_threads(0);
+}
+
 // parallel_for runs every chunk exactly once, on 1 or 2 threads, also when a chunk itself makes
 // a gemm_nt_rowwise call big enough to be split (that call then runs on its chunk's thread).
 TEST(Kernels, ParallelForRunsEveryChunkOnce) {

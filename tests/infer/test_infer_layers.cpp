@@ -37,7 +37,7 @@ TEST(InferLayers, CachedSelfAttentionBlockMatchesAttentionInDouble) {
   auto net = make_model(cfg);
   const InferenceModel m(cfg, test_vocab(), test_util::weights_of(*net), "live model");
   const DecoderLayerParams& P = m.decoder_layers()[0];
-  const BlockShape d = BlockShape::of(cfg, false);
+  const BlockShape d = BlockShape::of(cfg, MatrixLayout::InOut);
   const int64_t C = d.C, H = d.H, Dh = d.Dh, n = 3, cap = 4;
 
   // Two positions already cached (keys and values from earlier rows), three new ones.

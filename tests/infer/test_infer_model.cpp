@@ -12,6 +12,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "autograd/kernels.h"
 #include "autograd/tape.h"
 #include "infer/model.h"
 #include "infer/search.h"
@@ -34,7 +35,7 @@ ModelConfig small_config(Arch arch, NormPlacement norm, uint64_t seed = 7) {
 }
 
 // Training layout: a view of the live model's weights. Decode layout (what load() gives):
-// the decoder's matrices transposed into owned copies.
+// every matrix packed into owned strips (kernels::pack_strips).
 InferenceModel view_of(const TransformerModel& net, WeightLayout layout = WeightLayout::Training) {
   return InferenceModel(net.config(), test_vocab(), weights_of(net), "live model", layout);
 }
@@ -92,8 +93,8 @@ TEST(InferLogits, Seq2SeqMatchesTrainingForwardOnPaddedBatch) {
       const Tensor& wq = m.decoder_layers()[0].self_attn.wq;
       const Tensor& live_wq = net->parameter("decoder.layers.0.self_attn.wq").value();
       EXPECT_EQ(wq.same_storage(live_wq), layout == WeightLayout::Training);
-      if (layout == WeightLayout::Decode) {  // [out, in]: element (o, i) is the live W[i, o]
-        EXPECT_EQ(wq.data<float>()[1 * 8 + 2], live_wq.data<float>()[2 * 8 + 1]);
+      if (layout == WeightLayout::Decode) {  // packed: strip 0, input i, output o at i·32 + o
+        EXPECT_EQ(wq.data<float>()[2 * kernels::kPackStrip + 1], live_wq.data<float>()[2 * 8 + 1]);
       }
 
       // Two sources of different lengths, two target prefixes of different lengths.
@@ -395,15 +396,18 @@ TEST(InferModel, CheckpointRoundTripDecodesLikeTheLiveModel) {
 
   InferenceModel loaded = InferenceModel::load(dir.file("ckpt.bin"));
   EXPECT_EQ(loaded.layout(), WeightLayout::Decode);  // load() packs the decoder's matrices
-  EXPECT_EQ(loaded.decoder_layers()[0].ffn.w1.shape(), (Shape{16, 8}));  // [F, C]
+  EXPECT_EQ(loaded.decoder_layers()[0].ffn.w1.shape(), (Shape{1, 8, 32}));  // [F/32, C, 32]
   EXPECT_EQ(loaded.config().d_model, 8);
   EXPECT_EQ(loaded.vocab().tokens(), test_vocab().tokens());
   GenerateOptions o;
   o.max_new = 8;
   auto a = generate(loaded, {{5, 6, 7, 2}}, o);
-  auto b = generate(view_of(*net), {{5, 6, 7, 2}}, o);
+  // The live model in the same layout: the very same bits. (In the Training layout, whose
+  // products sum in BLAS's order, the same tokens; its logits are compared in InferLogits.)
+  auto b = generate(view_of(*net, WeightLayout::Decode), {{5, 6, 7, 2}}, o);
   EXPECT_EQ(a[0].tokens, b[0].tokens);
-  EXPECT_NEAR(a[0].score, b[0].score, 1e-6);
+  EXPECT_EQ(a[0].score, b[0].score);
+  EXPECT_EQ(a[0].tokens, generate(view_of(*net), {{5, 6, 7, 2}}, o)[0].tokens);
 
   // Missing and corrupt files are Errors naming the file.
   EXPECT_NE(error_of([&] { InferenceModel::load(dir.file("nope.bin")); }).find("nope.bin"),
