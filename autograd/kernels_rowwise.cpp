@@ -16,9 +16,10 @@
 // then + bias[j]; then the activation (ReLU as max(y, 0) in registers, which gives what
 // x > 0 ? x : 0 gives, NaN and -0 included). The accumulators run along the outputs: a block
 // keeps one vector per 16 (8) outputs of each of its rows and broadcasts X, so a block of R rows
-// reuses every vector of W R times (dot products reuse nothing across rows). Blocks of 8, 4, 2
-// or 1 rows and 1 to 4 strips at a time (a single row takes 4, so that it has 8 independent
-// chains) again change only which outputs are computed together.
+// reuses every vector of W R times (dot products reuse nothing across rows). Blocks of 8 (AVX2:
+// 6), 4, 2 or 1 rows, of whole strips or (AVX2, 6 and 4 rows) half strips, 1 to 4 strips at a
+// time (a single row takes several, so that it has 8-12 independent chains) again change only
+// which outputs are computed together.
 //
 // Threads: a call big enough (kSplitFlops) splits its outputs into chunks (of a multiple of 8
 // outputs; gemm_packed: of whole strips) that the caller and persistent helper threads claim one
@@ -39,6 +40,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/cpu_path.h"
@@ -136,8 +138,10 @@ namespace avx2 {
 #define SEQTAPE_RW_COLS 3
 #define SEQTAPE_RW_ADD(a, b) _mm256_add_ps(a, b)
 #define SEQTAPE_RW_MAX(a, b) _mm256_max_ps(a, b)
-#define SEQTAPE_RW_PACKED_ROWS 2
-#define SEQTAPE_RW_PACKED_ACC 8
+#define SEQTAPE_RW_PACKED_ROWS 6
+#define SEQTAPE_RW_PACKED_ACC 12
+#define SEQTAPE_RW_PACKED_VECS 2
+#define SEQTAPE_RW_PACKED_WHOLE 2
 #include "autograd/kernels_rowwise.inc"
 }  // namespace avx2
 
@@ -214,6 +218,8 @@ namespace avx512 {
 #define SEQTAPE_RW_MAX(a, b) _mm512_maskz_max_ps(kAll16, a, b)
 #define SEQTAPE_RW_PACKED_ROWS 8
 #define SEQTAPE_RW_PACKED_ACC 16
+#define SEQTAPE_RW_PACKED_VECS 2
+#define SEQTAPE_RW_PACKED_WHOLE 8
 #include "autograd/kernels_rowwise.inc"
 }  // namespace avx512
 
