@@ -16,3 +16,15 @@ CpuPath cpu_path();
 const char* cpu_path_name(CpuPath p);
 
 }  // namespace seqtape::kernels
+
+// Calls the kernel of this process's path: avx512::name or avx2::name (the namespaces a kernel
+// file compiles its vector paths into, on x86-64) or `portable`, with the same arguments.
+#if defined(__x86_64__)
+#define SEQTAPE_ON_PATH(name, portable, ...)                                                       \
+  (::seqtape::kernels::cpu_path() == ::seqtape::kernels::CpuPath::Avx512                           \
+       ? avx512::name(__VA_ARGS__)                                                                 \
+   : ::seqtape::kernels::cpu_path() == ::seqtape::kernels::CpuPath::Avx2 ? avx2::name(__VA_ARGS__) \
+                                                                         : portable(__VA_ARGS__))
+#else
+#define SEQTAPE_ON_PATH(name, portable, ...) portable(__VA_ARGS__)
+#endif

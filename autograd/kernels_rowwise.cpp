@@ -94,6 +94,20 @@ void packed_portable(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
     }
 }
 
+// weighted_rows' order without FMA: each y[i, c] summed over t in increasing t.
+void weighted_portable(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,
+                       int64_t ldv, float* y, int64_t ldy) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* yi = y + i * ldy;
+    for (int64_t c = 0; c < d; ++c) yi[c] = 0.f;
+    for (int64_t t = 0; t < j; ++t) {
+      const float a = s[i * lds + t];
+      const float* vt = v + t * ldv;
+      for (int64_t c = 0; c < d; ++c) yi[c] += a * vt[c];
+    }
+  }
+}
+
 #ifdef SEQTAPE_ROWWISE_X86
 
 // The blocked kernel, written once (kernels_rowwise.inc) for two vector widths.
@@ -225,26 +239,15 @@ namespace avx512 {
 
 #endif  // SEQTAPE_ROWWISE_X86
 
-// The path: 16 lanes (AVX-512), 8 (AVX2 + FMA) or portable (cpu_path.h).
-using Path = CpuPath;
+// The path (cpu_path.h): 16 lanes (AVX-512), 8 (AVX2 + FMA) or portable.
 void rowwise_serial(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                     int64_t ldw, float* y, int64_t ldy) {
-#ifdef SEQTAPE_ROWWISE_X86
-  if (cpu_path() == Path::Avx512) return avx512::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
-  if (cpu_path() == Path::Avx2) return avx2::rowwise(m, n, k, x, ldx, w, ldw, y, ldy);
-#endif
-  rowwise_portable(m, n, k, x, ldx, w, ldw, y, ldy);
+  SEQTAPE_ON_PATH(rowwise, rowwise_portable, m, n, k, x, ldx, w, ldw, y, ldy);
 }
 
 void packed_serial(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* wp,
                    int64_t s0, int64_t s1, float* y, int64_t ldy, const float* bias, bool relu) {
-#ifdef SEQTAPE_ROWWISE_X86
-  if (cpu_path() == Path::Avx512)
-    return avx512::packed(m, n, k, x, ldx, wp, s0, s1, y, ldy, bias, relu);
-  if (cpu_path() == Path::Avx2)
-    return avx2::packed(m, n, k, x, ldx, wp, s0, s1, y, ldy, bias, relu);
-#endif
-  packed_portable(m, n, k, x, ldx, wp, s0, s1, y, ldy, bias, relu);
+  SEQTAPE_ON_PATH(packed, packed_portable, m, n, k, x, ldx, wp, s0, s1, y, ldy, bias, relu);
 }
 
 // Calls below this many FLOPs (2·M·N·K) stay on the calling thread: a one-row decoder step's
@@ -528,19 +531,7 @@ void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
 
 void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,
                    int64_t ldv, float* y, int64_t ldy) {
-#ifdef SEQTAPE_ROWWISE_X86
-  if (cpu_path() == Path::Avx512) return avx512::weighted(m, j, d, s, lds, v, ldv, y, ldy);
-  if (cpu_path() == Path::Avx2) return avx2::weighted(m, j, d, s, lds, v, ldv, y, ldy);
-#endif
-  for (int64_t i = 0; i < m; ++i) {
-    float* yi = y + i * ldy;
-    for (int64_t c = 0; c < d; ++c) yi[c] = 0.f;
-    for (int64_t t = 0; t < j; ++t) {
-      const float a = s[i * lds + t];
-      const float* vt = v + t * ldv;
-      for (int64_t c = 0; c < d; ++c) yi[c] += a * vt[c];
-    }
-  }
+  SEQTAPE_ON_PATH(weighted, weighted_portable, m, j, d, s, lds, v, ldv, y, ldy);
 }
 
 const char* gemm_nt_rowwise_path() {

@@ -172,13 +172,7 @@ void small_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
     ldbp = np;
   }
   const int64_t ras = ta ? 1 : lda, cas = ta ? lda : 1;  // op(A)[i, p] = a[i·ras + p·cas]
-#ifdef SEQTAPE_SMALL_X86
-  if (cpu_path() == Path::Avx512)
-    return avx512::product(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
-  if (cpu_path() == Path::Avx2)
-    return avx2::product(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
-#endif
-  product_portable(m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
+  SEQTAPE_ON_PATH(product, product_portable, m, n, k, alpha, a, ras, cas, b, ldbp, beta, c, ldc);
 }
 
 }  // namespace
