@@ -11,9 +11,9 @@
 // y = x·W + b then add_row_bias, with W [in, out] through BLAS gemm (gemv for a single row) or,
 // packed (the Decode layout), through kernels::gemm_packed, which sums every output of a row in
 // an order independent of the other rows: batched and continuously batched decoding give each
-// row the bits it gets alone. scores = q·kᵀ then ·(1/√Dh); masked
-// keys are excluded (softmax weight exactly 0, as with −∞); LayerNorm with the configured
-// placement. Everything else is per row (attention per group), so rows never mix.
+// row the bits it gets alone. scores = q·kᵀ then ·(1/√Dh); masked keys are excluded (softmax
+// weight exactly 0, as with −∞); LayerNorm with the configured placement. Everything else is per
+// row (attention per group), so rows never mix.
 //
 // Dimension key: N positions in one call (rows of x), C d_model, H heads, Dh = C / H, F d_ff,
 // Nq queries of one group, Nk keys of one group, P max_positions.
