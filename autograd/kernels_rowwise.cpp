@@ -393,23 +393,17 @@ void rowwise_outputs(int64_t m, int64_t o, int64_t cnt, int64_t k, const float* 
   }
 }
 
-// One gemm_nt_rowwise call split into chunks of `per` outputs.
-struct RowwiseJob {
-  int64_t m, n, k;
-  const float* x;
-  int64_t ldx;
-  const float* w;
-  int64_t ldw;
-  float* y;
-  int64_t ldy, per;
-  const RowwiseEpilogue& epilogue;
-  static void chunk(void* p, int64_t c) {
-    const RowwiseJob& j = *static_cast<const RowwiseJob*>(p);
-    const int64_t o = c * j.per;
-    rowwise_outputs(j.m, o, std::min(j.per, j.n - o), j.k, j.x, j.ldx, j.w, j.ldw, j.y, j.ldy,
-                    j.epilogue);
-  }
-};
+// A call of `flops` over `units` independent outputs (or strips of them): body(u0, u1) over all
+// of them, or, when the call is big enough (kSplitFlops) and there are threads, over chunks of a
+// multiple of `align` units, about four per thread, on the pool (each chunk wholly on one thread).
+template <typename F>
+void split_units(double flops, int64_t units, int64_t align, F&& body) {
+  const int threads = gemm_nt_rowwise_threads();
+  if (flops < kSplitFlops || threads < 2 || units < 2 * align) return body(int64_t(0), units);
+  const int64_t per = std::max(align, (units / (4 * threads) + align - 1) / align * align);
+  auto chunk = [&](int64_t c) { body(c * per, std::min(units, (c + 1) * per)); };
+  parallel_for((units + per - 1) / per, chunk, Idle::Poll);
+}
 
 // Strips [s0, s1) of a gemm_packed call for every row: the product with the bias and ReLU in
 // registers, then any other activation over the outputs summed.
@@ -421,23 +415,6 @@ void packed_strips(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx,
   const int64_t o = s0 * kStrip, cnt = std::min(n, s1 * kStrip) - o;
   for (int64_t i = 0; i < m; ++i) activate<float>(y + i * ldy + o, y + i * ldy + o, cnt, e.act);
 }
-
-// One gemm_packed call split into chunks of `per` strips.
-struct PackedJob {
-  int64_t m, n, k;
-  const float* x;
-  int64_t ldx;
-  const float* wp;
-  float* y;
-  int64_t ldy, strips, per;
-  const RowwiseEpilogue& epilogue;
-  static void chunk(void* p, int64_t c) {
-    const PackedJob& j = *static_cast<const PackedJob*>(p);
-    const int64_t s0 = c * j.per;
-    packed_strips(j.m, j.n, j.k, j.x, j.ldx, j.wp, s0, std::min(j.strips, s0 + j.per), j.y, j.ldy,
-                  j.epilogue);
-  }
-};
 
 }  // namespace
 
@@ -457,19 +434,10 @@ void pack_strips(int64_t n, int64_t k, const float* w, int64_t stride_n, int64_t
 
 void gemm_packed(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* wp,
                  float* y, int64_t ldy, const RowwiseEpilogue& epilogue) {
-  const int64_t strips = (n + kStrip - 1) / kStrip;
-  const double flops = 2.0 * double(m) * double(n) * double(k);
-  if (flops >= kSplitFlops && strips >= 2) {
-    const int threads = gemm_nt_rowwise_threads();
-    if (threads > 1) {
-      // About four chunks per thread, whole groups of strips where there are enough.
-      int64_t per = std::max<int64_t>(1, strips / (4 * threads));
-      if (per > kGroup) per = per / kGroup * kGroup;
-      PackedJob job{m, n, k, x, ldx, wp, y, ldy, strips, per, epilogue};
-      if (pool().run(threads, (strips + per - 1) / per, PackedJob::chunk, &job, true)) return;
-    }
-  }
-  packed_strips(m, n, k, x, ldx, wp, 0, strips, y, ldy, epilogue);
+  split_units(2.0 * double(m) * double(n) * double(k), (n + kStrip - 1) / kStrip, 1,
+              [&](int64_t s0, int64_t s1) {
+                packed_strips(m, n, k, x, ldx, wp, s0, s1, y, ldy, epilogue);
+              });
 }
 
 void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx, Idle idle) {
@@ -516,17 +484,9 @@ void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
 
 void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* w,
                      int64_t ldw, float* y, int64_t ldy, const RowwiseEpilogue& epilogue) {
-  const double flops = 2.0 * double(m) * double(n) * double(k);
-  if (flops >= kSplitFlops && n >= 16) {
-    const int threads = gemm_nt_rowwise_threads();
-    if (threads > 1) {
-      // Chunks of a multiple of 8 outputs, about four per thread.
-      const int64_t per = std::max<int64_t>(8, (n / (4 * threads) + 7) / 8 * 8);
-      RowwiseJob job{m, n, k, x, ldx, w, ldw, y, ldy, per, epilogue};
-      if (pool().run(threads, (n + per - 1) / per, RowwiseJob::chunk, &job, true)) return;
-    }
-  }
-  rowwise_outputs(m, 0, n, k, x, ldx, w, ldw, y, ldy, epilogue);
+  split_units(2.0 * double(m) * double(n) * double(k), n, 8, [&](int64_t o0, int64_t o1) {
+    rowwise_outputs(m, o0, o1 - o0, k, x, ldx, w, ldw, y, ldy, epilogue);
+  });
 }
 
 void weighted_rows(int64_t m, int64_t j, int64_t d, const float* s, int64_t lds, const float* v,

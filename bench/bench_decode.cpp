@@ -264,16 +264,12 @@ void BM_sgemm_weights(benchmark::State& st, int64_t B) {
     for (const Gemv& g : gs) {
       const auto M = static_cast<blasint>(B), in = static_cast<blasint>(g.in),
                  out = static_cast<blasint>(g.out);
-      const bool out_in = g.layout == MatrixLayout::OutIn;
-      if (B == 1 && out_in)
+      if (B == 1)  // (g.w is [out, in]: blas_weights of the Decode layout)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.f, g.w, in, x.data(), 1, 0.f, y.data(),
                     1);
-      else if (B == 1)
-        cblas_sgemv(CblasRowMajor, CblasTrans, in, out, 1.f, g.w, out, x.data(), 1, 0.f, y.data(),
-                    1);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, out_in ? CblasTrans : CblasNoTrans, M, out, in,
-                    1.f, x.data(), in, g.w, out_in ? in : out, 0.f, y.data(), out);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, out, in, 1.f, x.data(), in, g.w, in,
+                    0.f, y.data(), out);
       benchmark::DoNotOptimize(y.data());
     }
   st.counters["GFLOP/s"] =
@@ -559,17 +555,16 @@ int main(int argc, char** argv) {
       "\nTargets (issue 4): medium at 256 tokens cached >= 20x faster than uncached; cached step "
       "at position 256 <= 1.5x position 16; cached step >= 50%% of cblas_sgemv GFLOP/s (step "
       "GFLOP/s counts the weight matrices only; sgemv%% is measured at position 16 against "
-      "sgemv over the same weights as [out, in], best%% against the faster of both layouts). The "
-      "seed "
-      "model's per-step weights are ~1 KB, so reading the 256-position cache dominates its "
-      "step: its 256/16 ratio measures attention, not weight traffic. Batched (issue 12): batch 32 "
-      ">= 5x the tokens/s of batch 1; GFLOP/s counts the decoder weight matrices per generated "
-      "token, all GF/s adds the encoder and cross K/V projection of every source (attention "
-      "scores in neither); both against the BLAS call at that shape over the decoder's matrices "
-      "as [out, in] in the same run (sgemm with M = batch; sgemv at batch 1; the decoder itself "
-      "runs its row-independent packed kernel, so that a row decodes to the same bits in any "
-      "batch). Medians of "
-      "3 runs; the batch and its BLAS reference run back to back.\n");
+      "sgemv over the same weights as [out, in], best%% against the faster of both layouts). "
+      "The seed model's per-step weights are ~1 KB, so reading the 256-position cache dominates "
+      "its step: its 256/16 ratio measures attention, not weight traffic. Batched (issue 12): "
+      "batch 32 >= 5x the tokens/s of batch 1; GFLOP/s counts the decoder weight matrices per "
+      "generated token, all GF/s adds the encoder and cross K/V projection of every source "
+      "(attention scores in neither); both against the BLAS call at that shape over the "
+      "decoder's matrices as [out, in] in the same run (sgemm with M = batch; sgemv at batch 1; "
+      "the decoder itself runs its row-independent packed kernel, so that a row decodes to the "
+      "same bits in any batch). Medians of 3 runs; the batch and its BLAS reference run back to "
+      "back.\n");
   benchmark::Shutdown();
   return 0;
 }
