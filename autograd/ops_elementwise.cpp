@@ -104,10 +104,8 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
           if (bc.same) {
             const auto wa = detail::GradWriter<T>::of(*ai), wb = detail::GradWriter<T>::of(*bi);
             parallel_range(n, kCostSimple, [&](int64_t i0, int64_t i1) {
-              if (wa.d)
-                for (int64_t i = i0; i < i1; ++i) wa.put(i, ga(g[i], pa[i], pb[i], po[i]));
-              if (wb.d)
-                for (int64_t i = i0; i < i1; ++i) wb.put(i, gb(g[i], pa[i], pb[i], po[i]));
+              if (wa.d) wa.write(i0, i1, [&](int64_t i) { return ga(g[i], pa[i], pb[i], po[i]); });
+              if (wb.d) wb.write(i0, i1, [&](int64_t i) { return gb(g[i], pa[i], pb[i], po[i]); });
             });
             return;
           }
@@ -116,8 +114,7 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
             if (const auto wa = detail::GradWriter<T>::of(*ai); wa.d)
               parallel_range(n / in, double(in) * kCostSimple, [&](int64_t r0, int64_t r1) {
                 for (int64_t r = r0 * in; r < r1 * in; r += in)
-                  for (int64_t j = 0; j < in; ++j)
-                    wa.put(r + j, ga(g[r + j], pa[r + j], pb[j], po[r + j]));
+                  wa.write(r, r + in, [&](int64_t e) { return ga(g[e], pa[e], pb[e - r], po[e]); });
               });
             if (db)
               kernels::add_column_sums(db, n / in, in, kCostSimple, [&](int64_t i, int64_t j) {
@@ -158,7 +155,7 @@ Var unary(const char* op, const Var& a, F f, DF df, double cost = kernels::kCost
       const int64_t n = o.value.numel();
       const auto da = detail::GradWriter<T>::of(*ai);  // every element written
       kernels::parallel_range(n, cost, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) da.put(i, df(g[i], pa[i], po[i]));
+        da.write(i0, i1, [&](int64_t i) { return df(g[i], pa[i], po[i]); });
       });
     });
   });

@@ -130,24 +130,23 @@ Var softmax(const Var& a) {
     kernels::softmax_rows<T>(a.value().data<T>(), out.data<T>(), r, c);
   });
   // dx = y ⊙ (g − Σ g·y) per row
-  return make_result("softmax", std::move(out), wants_grad({&a}),
-                     [ai = a.shared(), r, c](VarImpl& o) {
-                       dispatch(o.value.dtype(), [&](auto tag) {
-                         using T = decltype(tag);
-                         const T* y = o.value.data<T>();
-                         const T* g = o.grad.data<T>();
-                         const auto dx = detail::GradWriter<T>::of(*ai);  // every element written
-                         kernels::parallel_range(
-                             r, double(c) * 3 * kernels::kCostSimple, [&](int64_t i0, int64_t i1) {
-                               for (int64_t i = i0; i < i1; ++i) {
-                                 T dot = 0;
-                                 for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
-                                 for (int64_t j = 0; j < c; ++j)
-                                   dx.put(i * c + j, y[i * c + j] * (g[i * c + j] - dot));
-                               }
-                             });
-                       });
-                     });
+  return make_result(
+      "softmax", std::move(out), wants_grad({&a}), [ai = a.shared(), r, c](VarImpl& o) {
+        dispatch(o.value.dtype(), [&](auto tag) {
+          using T = decltype(tag);
+          const T* y = o.value.data<T>();
+          const T* g = o.grad.data<T>();
+          const auto dx = detail::GradWriter<T>::of(*ai);  // every element written
+          kernels::parallel_range(
+              r, double(c) * 3 * kernels::kCostSimple, [&](int64_t i0, int64_t i1) {
+                for (int64_t i = i0; i < i1; ++i) {
+                  T dot = 0;
+                  for (int64_t j = 0; j < c; ++j) dot += g[i * c + j] * y[i * c + j];
+                  dx.write(i * c, (i + 1) * c, [&](int64_t e) { return y[e] * (g[e] - dot); });
+                }
+              });
+        });
+      });
 }
 
 Var log_softmax(const Var& a) {
@@ -220,12 +219,13 @@ void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, cons
       const T m2 =
           kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
           static_cast<T>(c);
-      for (int64_t j = 0; j < c; ++j) {
+      const auto v = [&](int64_t e) {
+        const int64_t j = e - i * c;
         const T xh = (xr[j] - m) * s;
-        const T v = s * (gr[j] * pg[j] - m1 - xh * m2);
-        if (dx1.d) dx1.put(i * c + j, v);
-        if (dx2.d) dx2.put(i * c + j, v);
-      }
+        return s * (gr[j] * pg[j] - m1 - xh * m2);
+      };
+      if (dx1.d) dx1.write(i * c, (i + 1) * c, v);
+      if (dx2.d) dx2.write(i * c, (i + 1) * c, v);
     }
   });
 }

@@ -45,10 +45,12 @@ Var make_result(const char* op, Tensor value, bool grad, Fn&& backward, bool ano
 }
 
 // The one way a backward writes an input's gradient. `of` is for closures that write EVERY
-// element once: a gradient allocated just now stays uninitialized and is written (put stores,
-// BLAS beta 0); one that already holds a gradient is added to (put adds, beta 1). `accumulate`
+// element once: a gradient allocated just now stays uninitialized and is written (write stores,
+// BLAS beta 0); one that already holds a gradient is added to (write adds, beta 1). `accumulate`
 // always adds (into zeros if new), for closures that write some elements, or some twice. d is
-// null when the input needs no gradient.
+// null when the input needs no gradient. write(i0, i1, v) takes elements [i0, i1) from v(i),
+// choosing store or add once per range, outside the loop, so that the loop body has no branch.
+// No __restrict: a gradient may share storage with the output's gradient.
 template <typename T>
 struct GradWriter {
   T* d = nullptr;
@@ -63,7 +65,13 @@ struct GradWriter {
     return {grad_buffer(x).data<T>(), false};
   }
   T beta() const { return fresh ? T(0) : T(1); }
-  void put(int64_t i, T v) const { d[i] = fresh ? v : d[i] + v; }
+  template <typename V>
+  void write(int64_t i0, int64_t i1, V&& v) const {
+    if (fresh)
+      for (int64_t i = i0; i < i1; ++i) d[i] = v(i);
+    else
+      for (int64_t i = i0; i < i1; ++i) d[i] += v(i);
+  }
 };
 
 inline void check_defined(const Var& a, const char* op) {
