@@ -246,20 +246,38 @@ void log_softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
   });
 }
 
+namespace {
+// Row r of layer_norm_rows, from x's row xr (just written, when a sum, so still in L1).
+template <typename T>
+void layer_norm_row(const T* xr, const T* gamma, const T* beta, T* yr, T* mean, T* rstd, int64_t r,
+                    int64_t cols, double eps) {
+  const T m = row_sum<T>(cols, [xr](int64_t c) { return xr[c]; }) / static_cast<T>(cols);
+  const T v = row_sum<T>(cols, [xr, m](int64_t c) { return (xr[c] - m) * (xr[c] - m); }) /
+              static_cast<T>(cols);
+  T rs = T(1) / std::sqrt(v + static_cast<T>(eps));
+  for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+  if (mean) mean[r] = m;
+  if (rstd) rstd[r] = rs;
+}
+}  // namespace
+
 template <typename T>
 void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
                      int64_t rows, int64_t cols, double eps) {
   parallel_range(rows, double(cols) * 4 * kCostSimple, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      layer_norm_row(x + r * cols, gamma, beta, y + r * cols, mean, rstd, r, cols, eps);
+  });
+}
+
+template <typename T>
+void add_layer_norm_rows(const T* a, const T* b, T* sum, const T* gamma, const T* beta, T* y,
+                         T* mean, T* rstd, int64_t rows, int64_t cols, double eps) {
+  parallel_range(rows, double(cols) * 5 * kCostSimple, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * cols;
-      T* yr = y + r * cols;
-      const T m = row_sum<T>(cols, [xr](int64_t c) { return xr[c]; }) / static_cast<T>(cols);
-      const T v = row_sum<T>(cols, [xr, m](int64_t c) { return (xr[c] - m) * (xr[c] - m); }) /
-                  static_cast<T>(cols);
-      T rs = T(1) / std::sqrt(v + static_cast<T>(eps));
-      for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
-      if (mean) mean[r] = m;
-      if (rstd) rstd[r] = rs;
+      T* sr = sum + r * cols;
+      for (int64_t c = 0; c < cols; ++c) sr[c] = a[r * cols + c] + b[r * cols + c];
+      layer_norm_row(sr, gamma, beta, y + r * cols, mean, rstd, r, cols, eps);
     }
   });
 }
@@ -332,6 +350,8 @@ double sum_squares(const T* x, int64_t n) {
   template void log_softmax_rows<T>(const T*, T*, int64_t, int64_t);                           \
   template void layer_norm_rows<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, \
                                    double);                                                    \
+  template void add_layer_norm_rows<T>(const T*, const T*, T*, const T*, const T*, T*, T*, T*, \
+                                       int64_t, int64_t, double);                              \
   template void add_row_bias<T>(T*, const T*, int64_t, int64_t);                               \
   template void activate<T>(const T*, T*, int64_t, Act);                                       \
   template double sum_squares<T>(const T*, int64_t);

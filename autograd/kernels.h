@@ -164,20 +164,43 @@ void parallel_range(int64_t n, double cost, F&& f) {
 // than a variable-length block of up to 256 in a microbenchmark at 1024 × 256 and 1024 × 1024,
 // with the project's flags). They start from d[j] and add the same terms in the same order, so
 // the bits are those of d[j] += ….
+//
+// The two-sum form adds d2[j] += Σ_i f2(i, j) in the same pass (each sum as the one-sum form
+// would give it), so that rows both sums read are loaded once.
 template <typename T, typename F>
 void add_column_sums(T* d, int64_t rows, int64_t cols, double cost, F&& f) {
+  add_column_sums(
+      d, d, rows, cols, cost, f, [](int64_t, int64_t) { return T(0); }, false);
+}
+template <typename T, typename F1, typename F2>
+void add_column_sums(T* d1, T* d2, int64_t rows, int64_t cols, double cost, F1&& f1, F2&& f2,
+                     bool both = true) {
   parallel_range(cols, double(rows) * cost, [&](int64_t j0, int64_t j1) {
     constexpr int64_t kBlock = 64;
-    T acc[kBlock];
-    auto block = [&](int64_t b, auto n) {
-      for (int64_t u = 0; u < n; ++u) acc[u] = d[b + u];
+    T acc1[kBlock], acc2[kBlock];
+    auto block = [&](int64_t b, auto n, auto two) {
+      for (int64_t u = 0; u < n; ++u) acc1[u] = d1[b + u];
+      if constexpr (two)
+        for (int64_t u = 0; u < n; ++u) acc2[u] = d2[b + u];
       for (int64_t i = 0; i < rows; ++i)
-        for (int64_t u = 0; u < n; ++u) acc[u] += f(i, b + u);
-      for (int64_t u = 0; u < n; ++u) d[b + u] = acc[u];
+        for (int64_t u = 0; u < n; ++u) {
+          acc1[u] += f1(i, b + u);
+          if constexpr (two) acc2[u] += f2(i, b + u);
+        }
+      for (int64_t u = 0; u < n; ++u) d1[b + u] = acc1[u];
+      if constexpr (two)
+        for (int64_t u = 0; u < n; ++u) d2[b + u] = acc2[u];
     };
-    int64_t b = j0;
-    for (; b + kBlock <= j1; b += kBlock) block(b, std::integral_constant<int64_t, kBlock>{});
-    if (b < j1) block(b, j1 - b);
+    auto blocks = [&](auto two) {
+      int64_t b = j0;
+      for (; b + kBlock <= j1; b += kBlock)
+        block(b, std::integral_constant<int64_t, kBlock>{}, two);
+      if (b < j1) block(b, j1 - b, two);
+    };
+    if (both)
+      blocks(std::true_type{});
+    else
+      blocks(std::false_type{});
   });
 }
 
@@ -206,6 +229,11 @@ T row_sum(int64_t n, F&& f) {
 template <typename T>
 void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd,
                      int64_t rows, int64_t cols, double eps);
+// The same over sum = a + b, written to `sum` row by row just before its row is normalized
+// (one pass over a and b; the bits of an add, then layer_norm_rows).
+template <typename T>
+void add_layer_norm_rows(const T* a, const T* b, T* sum, const T* gamma, const T* beta, T* y,
+                         T* mean, T* rstd, int64_t rows, int64_t cols, double eps);
 
 // y[r, :] += b[:] for each row.
 template <typename T>

@@ -200,13 +200,16 @@ void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, cons
                          int64_t c, const detail::GradWriter<T>& dx1,
                          const detail::GradWriter<T>& dx2, T* dg, T* db) {
   using kernels::kCostSimple;
-  if (dg)
-    kernels::add_column_sums(dg, r, c, 2 * kCostSimple, [&](int64_t i, int64_t j) {
-      return g[i * c + j] * ((px[i * c + j] - mu[i]) * rs[i]);
-    });
-  if (db)
-    kernels::add_column_sums(db, r, c, kCostSimple,
-                             [g, c](int64_t i, int64_t j) { return g[i * c + j]; });
+  const auto dg_term = [&](int64_t i, int64_t j) {
+    return g[i * c + j] * ((px[i * c + j] - mu[i]) * rs[i]);
+  };
+  const auto db_term = [g, c](int64_t i, int64_t j) { return g[i * c + j]; };
+  if (dg && db)  // one pass over g for both
+    kernels::add_column_sums(dg, db, r, c, 3 * kCostSimple, dg_term, db_term);
+  else if (dg)
+    kernels::add_column_sums(dg, r, c, 2 * kCostSimple, dg_term);
+  else if (db)
+    kernels::add_column_sums(db, r, c, kCostSimple, db_term);
   if (!dx1.d && !dx2.d) return;
   kernels::parallel_range(r, double(c) * 4 * kCostSimple, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -271,14 +274,9 @@ Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& be
   Tensor mean = Tensor::empty({r}, x.dtype()), rstd = Tensor::empty({r}, x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T* a = x.value().data<T>();
-    const T* b = res.value().data<T>();
-    T* ps = sum.data<T>();
-    kernels::parallel_range(x.numel(), kernels::kCostSimple, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) ps[i] = a[i] + b[i];
-    });
-    kernels::layer_norm_rows<T>(ps, gamma.value().data<T>(), beta.value().data<T>(), out.data<T>(),
-                                mean.data<T>(), rstd.data<T>(), r, c, eps);
+    kernels::add_layer_norm_rows<T>(x.value().data<T>(), res.value().data<T>(), sum.data<T>(),
+                                    gamma.value().data<T>(), beta.value().data<T>(), out.data<T>(),
+                                    mean.data<T>(), rstd.data<T>(), r, c, eps);
   });
   // as layer_norm over s = x + res, with ds written to both dx and dres
   return make_result("add_layer_norm", std::move(out), wants_grad({&x, &res, &gamma, &beta}),

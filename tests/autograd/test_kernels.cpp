@@ -358,5 +358,33 @@ TEST(Kernels, ParallelForRunsEveryChunkOnce) {
   kernels::gemm_nt_rowwise_set_threads(0);
 }
 
+// add_column_sums' two-sum form (layer norm's dγ and dβ in one pass) adds to each output exactly
+// what two one-sum calls add: the same bits, on 1 and 2 threads, for a width that is not a
+// multiple of the 64-column block and a call big enough to be split.
+TEST(Kernels, TwoColumnSumsEqualTwoOneSumCalls) {
+  for (int64_t cols : {150, 1000})
+    for (int threads : {1, 2}) {
+      kernels::gemm_nt_rowwise_set_threads(threads);
+      const int64_t rows = 300;
+      const std::vector<float> a = filled<float>(rows * cols, 0.37),
+                               b = filled<float>(rows * cols, 0.011);
+      auto fa = [&](int64_t i, int64_t j) { return a[size_t(i * cols + j)] * 1.5f; };
+      auto fb = [&](int64_t i, int64_t j) {
+        return a[size_t(i * cols + j)] * b[size_t(i * cols + j)];
+      };
+      std::vector<float> one1 = filled<float>(cols, 0.9), one2 = filled<float>(cols, 0.4);
+      std::vector<float> two1 = one1, two2 = one2;
+      kernels::add_column_sums(one1.data(), rows, cols, 2.0, fa);
+      kernels::add_column_sums(one2.data(), rows, cols, 2.0, fb);
+      kernels::add_column_sums(two1.data(), two2.data(), rows, cols, 4.0, fa, fb);
+      EXPECT_EQ(std::memcmp(one1.data(), two1.data(), one1.size() * sizeof(float)), 0)
+          << "first sum, cols " << cols << ", " << threads << " threads";
+      EXPECT_EQ(std::memcmp(one2.data(), two2.data(), one2.size() * sizeof(float)), 0)
+          << "second sum, cols " << cols << ", " << threads << " threads";
+      EXPECT_NE(two1, filled<float>(cols, 0.9)) << "the sums added nothing";
+    }
+  kernels::gemm_nt_rowwise_set_threads(0);
+}
+
 }  // namespace
 }  // namespace seqtape
