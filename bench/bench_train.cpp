@@ -8,6 +8,7 @@
 // Dimension key: B batch, S source length, T target length, C d_model, F FFN width,
 // V vocabulary, H heads.
 #include <cblas.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -279,6 +280,14 @@ Robust interleaved(const Cfg& c, int rounds) {
   return r;
 }
 
+// The page faults this process has taken so far (minor: a page first touched, or given back to
+// the system by free() and touched again).
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
 // The profiled steps of one config (after warm-up steps that fill the buffer pool), and the
 // heap and pool allocations of one steady step.
 void profile_config(const Cfg& c, Mode mode, int steps) {
@@ -287,9 +296,11 @@ void profile_config(const Cfg& c, Mode mode, int steps) {
   for (int i = 0; i < 3; ++i) train_step(s);
   const PoolCounts p0 = pool_counts();
   const uint64_t n0 = g_news.load();
+  const long f0 = minor_faults();
   g_counting.store(true);
   train_step(s);
   g_counting.store(false);
+  const long f1 = minor_faults();
   const PoolCounts p1 = pool_counts();
   const uint64_t n1 = g_news.load();
   profile::reset();
@@ -301,10 +312,10 @@ void profile_config(const Cfg& c, Mode mode, int steps) {
               profile::report(std::string("profile of ") + c.name + mode_suffix(mode)).c_str());
   std::printf(
       "allocation in one steady step: %llu tensor buffers from the pool, %llu of them by malloc; "
-      "%llu operator new calls in all\n",
+      "%llu operator new calls in all; %ld page faults\n",
       static_cast<unsigned long long>(p1.acquires - p0.acquires),
       static_cast<unsigned long long>(p1.mallocs - p0.mallocs),
-      static_cast<unsigned long long>(n1 - n0));
+      static_cast<unsigned long long>(n1 - n0), f1 - f0);
 }
 
 // The fastest float32 gemm at the model's shape: OpenBLAS on its configured threads or one,
