@@ -191,45 +191,51 @@ int64_t check_layer_norm(const Var& x, const Var& gamma, const Var& beta, const 
   return c;
 }
 
+// Row i's terms of dγ and dβ (g·x̂ and g), added to the sums of its block (kernels::
+// rows_with_column_sums). Restrict pointers: the sums are not the rows they add up, which lets
+// the loops vectorize.
+template <typename T>
+void add_layer_norm_param_terms(T* __restrict pdg, T* __restrict pdb, const T* __restrict xr,
+                                const T* __restrict gr, T m, T s, int64_t c) {
+  if (pdg)
+    for (int64_t j = 0; j < c; ++j) pdg[j] += gr[j] * ((xr[j] - m) * s);
+  if (pdb)
+    for (int64_t j = 0; j < c; ++j) pdb[j] += gr[j];
+}
+
 // x̂ = (x − μ)·rstd;  dγ += Σ_rows g·x̂;  dβ += Σ_rows g;
 // dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)) with ĝ = g·γ, put into dx1 and (when given) dx2,
 // in that order per element (so one value as both inputs receives the sum of both).
-// dγ and dβ are summed over the rows in order, split by columns; dx is split by rows.
+// One pass over the rows for all of them: dγ and dβ are summed in fixed blocks of rows
+// (kernels::rows_with_column_sums), so that x and g, no longer in cache since the forward, are
+// read once (the column sums' own pass cost as much as the dx pass at the medium model's shapes).
 template <typename T>
 void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, const T* rs, int64_t r,
                          int64_t c, const detail::GradWriter<T>& dx1,
                          const detail::GradWriter<T>& dx2, T* dg, T* db) {
-  using kernels::kCostSimple;
-  const auto dg_term = [&](int64_t i, int64_t j) {
-    return g[i * c + j] * ((px[i * c + j] - mu[i]) * rs[i]);
-  };
-  const auto db_term = [g, c](int64_t i, int64_t j) { return g[i * c + j]; };
-  if (dg && db)  // one pass over g for both
-    kernels::add_column_sums(dg, db, r, c, 3 * kCostSimple, dg_term, db_term);
-  else if (dg)
-    kernels::add_column_sums(dg, r, c, 2 * kCostSimple, dg_term);
-  else if (db)
-    kernels::add_column_sums(db, r, c, kCostSimple, db_term);
-  if (!dx1.d && !dx2.d) return;
-  kernels::parallel_range(r, double(c) * 4 * kCostSimple, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const T* xr = px + i * c;
-      const T* gr = g + i * c;
-      const T m = mu[i], s = rs[i];
-      // mean(ĝ) and mean(ĝ·x̂) as 8-way sums (kernels::row_sum): vectorized
-      const T m1 =
-          kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j]; }) / static_cast<T>(c);
-      const T m2 =
-          kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
-          static_cast<T>(c);
-      const auto v = [&](int64_t e) {
-        const int64_t j = e - i * c;
-        const T xh = (xr[j] - m) * s;
-        return s * (gr[j] * pg[j] - m1 - xh * m2);
-      };
-      if (dx1.d) dx1.write(i * c, (i + 1) * c, v);
-      if (dx2.d) dx2.write(i * c, (i + 1) * c, v);
-    }
+  const bool dx = dx1.d || dx2.d;
+  if (!dx && !dg && !db) return;
+  T* const sums[2] = {dg, db};
+  const double cost = double(c) * (dx ? 6 : 3) * kernels::kCostSimple;
+  kernels::rows_with_column_sums(r, c, cost, sums, [&](int64_t i, T* part) {
+    const T* xr = px + i * c;
+    const T* gr = g + i * c;
+    const T m = mu[i], s = rs[i];
+    add_layer_norm_param_terms(dg ? part : nullptr, db ? part + c : nullptr, xr, gr, m, s, c);
+    if (!dx) return;
+    // mean(ĝ) and mean(ĝ·x̂) as 8-way sums (kernels::row_sum): vectorized
+    const T m1 =
+        kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j]; }) / static_cast<T>(c);
+    const T m2 =
+        kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j] * ((xr[j] - m) * s); }) /
+        static_cast<T>(c);
+    const auto v = [&](int64_t e) {
+      const int64_t j = e - i * c;
+      const T xh = (xr[j] - m) * s;
+      return s * (gr[j] * pg[j] - m1 - xh * m2);
+    };
+    if (dx1.d) dx1.write(i * c, (i + 1) * c, v);
+    if (dx2.d) dx2.write(i * c, (i + 1) * c, v);
   });
 }
 

@@ -358,31 +358,71 @@ TEST(Kernels, ParallelForRunsEveryChunkOnce) {
   kernels::gemm_nt_rowwise_set_threads(0);
 }
 
-// add_column_sums' two-sum form (layer norm's dγ and dβ in one pass) adds to each output exactly
-// what two one-sum calls add: the same bits, on 1 and 2 threads, for a width that is not a
-// multiple of the 64-column block and a call big enough to be split.
-TEST(Kernels, TwoColumnSumsEqualTwoOneSumCalls) {
-  for (int64_t cols : {150, 1000})
+// add_column_sums gives exactly the bits of d[j] += f(i, j) in increasing i, on 1 and 2 threads,
+// for widths that are and are not a multiple of its 64-column blocks.
+TEST(Kernels, ColumnSumsAreTheRowsInOrder) {
+  const int64_t rows = 300;
+  for (int64_t cols : {150, 1000}) {
+    const std::vector<float> a = filled<float>(rows * cols, 0.37);
+    auto f = [&](int64_t i, int64_t j) { return a[size_t(i * cols + j)] * 1.5f; };
+    std::vector<float> want = filled<float>(cols, 0.9);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) want[size_t(j)] += f(i, j);
     for (int threads : {1, 2}) {
       kernels::gemm_nt_rowwise_set_threads(threads);
-      const int64_t rows = 300;
-      const std::vector<float> a = filled<float>(rows * cols, 0.37),
-                               b = filled<float>(rows * cols, 0.011);
-      auto fa = [&](int64_t i, int64_t j) { return a[size_t(i * cols + j)] * 1.5f; };
-      auto fb = [&](int64_t i, int64_t j) {
-        return a[size_t(i * cols + j)] * b[size_t(i * cols + j)];
-      };
-      std::vector<float> one1 = filled<float>(cols, 0.9), one2 = filled<float>(cols, 0.4);
-      std::vector<float> two1 = one1, two2 = one2;
-      kernels::add_column_sums(one1.data(), rows, cols, 2.0, fa);
-      kernels::add_column_sums(one2.data(), rows, cols, 2.0, fb);
-      kernels::add_column_sums(two1.data(), two2.data(), rows, cols, 4.0, fa, fb);
-      EXPECT_EQ(std::memcmp(one1.data(), two1.data(), one1.size() * sizeof(float)), 0)
-          << "first sum, cols " << cols << ", " << threads << " threads";
-      EXPECT_EQ(std::memcmp(one2.data(), two2.data(), one2.size() * sizeof(float)), 0)
-          << "second sum, cols " << cols << ", " << threads << " threads";
-      EXPECT_NE(two1, filled<float>(cols, 0.9)) << "the sums added nothing";
+      std::vector<float> got = filled<float>(cols, 0.9);
+      kernels::add_column_sums(got.data(), rows, cols, 2.0, f);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << "cols " << cols << ", " << threads << " threads";
     }
+  }
+  kernels::gemm_nt_rowwise_set_threads(0);
+}
+
+// rows_with_column_sums runs each row once and sums each block of kSumRows rows from zero in
+// increasing i, then adds the blocks to d in order: exactly those bits on 1 and 2 threads, with
+// a last block that is not full; a null d[k] is left out.
+TEST(Kernels, RowsWithColumnSumsAddBlocksInOrder) {
+  const int64_t rows = 300, cols = 150, blocks = (rows + kernels::kSumRows - 1) / kernels::kSumRows;
+  const std::vector<float> a = filled<float>(rows * cols, 0.37),
+                           b = filled<float>(rows * cols, 0.011);
+  auto term = [&](int k, int64_t i, int64_t j) {
+    const size_t e = size_t(i * cols + j);
+    return k == 0 ? a[e] * b[e] : a[e] + 0.5f;
+  };
+  std::vector<float> want0 = filled<float>(cols, 0.9), want1 = filled<float>(cols, 0.4);
+  for (int64_t bl = 0; bl < blocks; ++bl)
+    for (int k = 0; k < 2; ++k) {
+      std::vector<float> part(size_t(cols), 0.f);
+      for (int64_t i = bl * kernels::kSumRows; i < std::min(rows, (bl + 1) * kernels::kSumRows);
+           ++i)
+        for (int64_t j = 0; j < cols; ++j) part[size_t(j)] += term(k, i, j);
+      std::vector<float>& w = k == 0 ? want0 : want1;
+      for (int64_t j = 0; j < cols; ++j) w[size_t(j)] += part[size_t(j)];
+    }
+  for (int threads : {1, 2}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    std::vector<float> got0 = filled<float>(cols, 0.9), got1 = filled<float>(cols, 0.4);
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(rows));
+    float* const d[2] = {got0.data(), got1.data()};
+    kernels::rows_with_column_sums(rows, cols, 1000.0, d, [&](int64_t i, float* part) {
+      runs[size_t(i)].fetch_add(1);
+      for (int k = 0; k < 2; ++k)
+        for (int64_t j = 0; j < cols; ++j) part[k * cols + j] += term(k, i, j);
+    });
+    for (int64_t i = 0; i < rows; ++i) ASSERT_EQ(runs[size_t(i)].load(), 1) << "row " << i;
+    EXPECT_EQ(std::memcmp(got0.data(), want0.data(), want0.size() * sizeof(float)), 0)
+        << threads << " threads";
+    EXPECT_EQ(std::memcmp(got1.data(), want1.data(), want1.size() * sizeof(float)), 0)
+        << threads << " threads";
+    std::vector<float> only0 = filled<float>(cols, 0.9);
+    float* const d0[2] = {only0.data(), nullptr};
+    kernels::rows_with_column_sums(rows, cols, 1000.0, d0, [&](int64_t i, float* part) {
+      for (int k = 0; k < 2; ++k)
+        for (int64_t j = 0; j < cols; ++j) part[k * cols + j] += term(k, i, j);
+    });
+    EXPECT_EQ(only0, got0) << threads << " threads";
+  }
   kernels::gemm_nt_rowwise_set_threads(0);
 }
 

@@ -2,8 +2,8 @@
 // same bits on 1 and 2 threads, forward and backward, for the row-split ops (layer norm, fused
 // residual + layer norm, softmax, log-softmax, cross-entropy, attention's softmax), attention's
 // head products (kernels::gemm_small_batched: each head on one thread), the
-// elementwise ops and activations, and the sums over rows split by columns (bias and layer-norm
-// gradients) or into fixed blocks (sum_squares).
+// elementwise ops and activations, and the sums over rows split by columns (bias gradients) or
+// into fixed blocks (layer norm's dγ and dβ, sum_squares).
 #include <gtest/gtest.h>
 
 #include <algorithm>
