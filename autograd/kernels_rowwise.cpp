@@ -269,9 +269,11 @@ inline void cpu_relax() {
 // claim, while the caller still waits for that chunk. After a job that asks them to linger,
 // helpers poll (yielding) for kSpin after their last chunk (a decoder step's calls come tens of
 // µs apart), then sleep until the next job; after one that does not (a training step's
-// parallel_range: its BLAS calls in between want the cores), they sleep at once. Polling between
-// the ops of a training step made a short-model step 1.5-2x slower with other processes on the
-// cores: the poller takes a share of a core from the BLAS call running meanwhile.
+// parallel_range while OpenBLAS runs the products: its BLAS calls in between want the cores),
+// they sleep at once. Polling between the ops of such a step made a short-model step 1.5-2x
+// slower with other processes on the cores: the poller takes a share of a core from the BLAS
+// call running meanwhile. (With oneDNN the products run on this pool too, and the helpers poll:
+// kernels::idle_between_ops.)
 class Pool {
  public:
   ~Pool() {

@@ -106,6 +106,11 @@ Precision matmul_precision() {
   return g_precision;
 }
 
+Idle idle_between_ops() {
+  return g_backend == MatmulBackend::OneDNN || g_precision == Precision::BF16 ? Idle::Poll
+                                                                              : Idle::Sleep;
+}
+
 MatmulScope::MatmulScope(MatmulBackend b, Precision p) : prev_b_(g_backend), prev_p_(g_precision) {
   set_matmul(b, p);
 }
@@ -535,7 +540,7 @@ void run_onednn(const Gemm& g, bool bf16) {
           j.error[c] = std::current_exception();
         }
       },
-      &job, Idle::Sleep);
+      &job, idle_between_ops());
   for (int64_t c = 0; c < used; ++c)
     if (job.error[c]) std::rethrow_exception(job.error[c]);
 }
