@@ -67,8 +67,9 @@ uint64_t checked_string_space(const CopyTaskOptions& opt) {
 MemoryNeed copy_task_memory(const CopyTaskOptions& opt) {
   size_t widest = 1;  // bytes of the longest alphabet entry
   for (const std::string& c : opt.alphabet) widest = std::max(widest, c.size());
-  const double mean_len = 0.5 * static_cast<double>(std::max<int64_t>(opt.min_len, 0) +
-                                                    std::max<int64_t>(opt.max_len, 0));
+  // In double: the lengths are not checked yet, and their int64 sum can overflow.
+  const double mean_len = 0.5 * (static_cast<double>(std::max<int64_t>(opt.min_len, 0)) +
+                                 static_cast<double>(std::max<int64_t>(opt.max_len, 0)));
   // Per pair: the TextPair and its two strings (a heap block each, once past 15 bytes).
   const double per_pair =
       static_cast<double>(sizeof(TextPair)) + 2.0 * (mean_len * static_cast<double>(widest) + 16.0);

@@ -927,6 +927,12 @@ const std::vector<Row>& rows() {
        {"gen-copy", "--out", "gc", "--train", "1", "--valid", "1", "--max-len", "1000000000"},
        kUsage,
        {"max_len", "1048576"}},
+      {"i11_gen_copy_length_sum_overflow",
+       "gen-copy --min-len 1 --max-len 2^63-1 (the memory estimate added the two in int64; found "
+       "by fuzz_cli)",
+       {"gen-copy", "--out", "gc", "--min-len", "1", "--max-len", "9223372036854775807"},
+       kData,
+       {"too large", "needs", "available"}},
       {"i11_generate_huge_beam",
        "generate --beam 1000000000",
        {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--beam", "1000000000",
