@@ -149,12 +149,18 @@ class Beam final : public RowSearch {
   // parent is the row it came from.
   void select() {
     const size_t slots = size_t(K_) - ended_.size();
-    std::sort(cands_.begin(), cands_.end(), [](const Cand& a, const Cand& c) {
+    const auto better = [](const Cand& a, const Cand& c) {  // a total order: no ties
       if (a.score != c.score) return a.score > c.score;
       return a.hyp != c.hyp ? a.hyp < c.hyp : a.token < c.token;
-    });
-    if (cands_.size() > slots) cands_.resize(slots);
+    };
+    // (a big beam has up to K·min(K, V) candidates: only the kept ones are sorted)
+    if (cands_.size() > slots) {
+      std::nth_element(cands_.begin(), cands_.begin() + long(slots), cands_.end(), better);
+      cands_.resize(slots);
+    }
+    std::sort(cands_.begin(), cands_.end(), better);
     std::vector<Hyp> next;
+    next.reserve(cands_.size());
     for (const Cand& c : cands_) {
       const Hyp& from = alive_[size_t(c.hyp)];
       const int32_t from_row = rows_[size_t(from.row)];
