@@ -132,10 +132,11 @@ void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, co
     // First for every float32 backend: against oneDNN's one primitive per batch (same session,
     // 64 × 4 heads, µs per batch) it was faster at the small model's 16×16×16 (about 31 against
     // 28-60 per product kind, 190 against 250 for an attention op's six) and even at the short
-    // model's (10×9×32 Q·Kᵀ 43-64 against 31-41, the other products 21 against 25-33). float32
-    // only: bf16 rounds its operands on oneDNN.
-    if (gemm_small_takes(m, n, k) && matmul_precision() == Precision::F32)
-      return gemm_small_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt);
+    // model's (10×9×32 Q·Kᵀ 43-64 against 31-41, the other products 21 against 25-33). Under
+    // bf16 the smaller of them too, their operands rounded to bf16 first (gemm_small_takes_bf16).
+    const bool bf16 = matmul_precision() == Precision::BF16;
+    if (bf16 ? gemm_small_takes_bf16(m, n, k) : gemm_small_takes(m, n, k))
+      return gemm_small_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt, bf16);
     if (k > 0 && detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt))
       return;
   }

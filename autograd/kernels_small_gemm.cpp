@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "autograd/cpu_path.h"
+#include "autograd/matmul_backend.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -34,6 +35,12 @@ namespace {
 // cblas_sgemm each: 1.5-3.3x as fast at 16^3, 32^3, 48^3, 64^3 and the short model's 10×9×32,
 // 9×32×10 in all four transpose cases; above (80^3, 96^3) OpenBLAS won some cases.
 constexpr double kGemmSmallMaxMnk = 262144.0;  // 64^3
+// Under Precision::BF16, with the operands rounded first (gemm_small_batched's round_bf16):
+// bench_train's profile, attention ms per step, alternating runs in one session, against every
+// bf16 product on oneDNN: small model (16×16×16) 2.48, 2.74 against 3.69, 3.93; short
+// (10×9×32) 4.02, 4.35 against 5.08, 4.89; but medium (32×32×64) 13.7, 13.8 on this path
+// against 10.8, 10.4 on oneDNN, whose bf16 product gains there.
+constexpr double kGemmSmallMaxMnkBf16 = 16384.0;  // 32·32·16
 
 #ifdef SEQTAPE_SMALL_X86
 
@@ -179,20 +186,36 @@ void small_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
 
 void gemm_small_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                        float* c, int64_t ldc, const GemmBatch& bt) {
+                        float* c, int64_t ldc, const GemmBatch& bt, bool round_bf16) {
   if (bt.n0 <= 0 || bt.n1 <= 0 || m <= 0 || n <= 0) return;
   const int64_t count = bt.n0 * bt.n1, kk = std::max<int64_t>(k, 0), l = lanes();
   const int64_t np = (n + l - 1) / l * l;
+  // Stored A is [ar, ac], stored B [br, bc]; rounded, they are copied dense.
+  const int64_t ar = ta ? kk : m, ac = ta ? m : kk, br = tb ? n : kk, bc = tb ? kk : n;
   auto run = [&](int64_t t0, int64_t t1) {
-    // (grows to the largest packed B once per thread, then no allocation)
-    thread_local std::vector<float> buf;
+    // (grow to the largest packed B and rounded operands once per thread, then no allocation)
+    thread_local std::vector<float> buf, a16, b16;
     const size_t need = tb || np != n ? static_cast<size_t>(kk * np) : 0;
     if (buf.size() < need) buf.resize(need);
+    if (round_bf16 && a16.size() < static_cast<size_t>(ar * ac))
+      a16.resize(static_cast<size_t>(ar * ac));
+    if (round_bf16 && b16.size() < static_cast<size_t>(br * bc))
+      b16.resize(static_cast<size_t>(br * bc));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i = t / bt.n1, j = t % bt.n1;
-      small_product(ta, tb, m, n, kk, alpha, a + i * bt.sa0 + j * bt.sa1, lda,
-                    b + i * bt.sb0 + j * bt.sb1, ldb, beta, c + i * bt.sc0 + j * bt.sc1, ldc,
-                    buf.data(), np);
+      const float* at = a + i * bt.sa0 + j * bt.sa1;
+      const float* bt_ = b + i * bt.sb0 + j * bt.sb1;
+      int64_t la = lda, lb = ldb;
+      if (round_bf16) {
+        detail::round_rows_to_bf16(at, ar, ac, lda, a16.data());
+        detail::round_rows_to_bf16(bt_, br, bc, ldb, b16.data());
+        at = a16.data();
+        bt_ = b16.data();
+        la = ac;
+        lb = bc;
+      }
+      small_product(ta, tb, m, n, kk, alpha, at, la, bt_, lb, beta, c + i * bt.sc0 + j * bt.sc1,
+                    ldc, buf.data(), np);
     }
   };
   // C blocks that overlap (a zero C stride) are written in order on this thread.
@@ -212,6 +235,10 @@ bool gemm_small_takes(int64_t m, int64_t n, int64_t k) {
     return v && std::strcmp(v, "0") == 0;
   }();
   return !off && m > 0 && n > 0 && k > 0 && double(m) * double(n) * double(k) <= kGemmSmallMaxMnk;
+}
+
+bool gemm_small_takes_bf16(int64_t m, int64_t n, int64_t k) {
+  return gemm_small_takes(m, n, k) && double(m) * double(n) * double(k) <= kGemmSmallMaxMnkBf16;
 }
 
 const char* gemm_small_path() {

@@ -145,6 +145,11 @@ bool detail::gemm_f32_routed(bool, bool, int64_t, int64_t, int64_t, float, const
   return false;
 }
 
+void detail::round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, float* y) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = round_to_bf16(x[r * ld + j]);
+}
+
 #else
 
 namespace {
@@ -357,6 +362,25 @@ __attribute__((target("avx512f,avx512bf16"))) void floats_to_bf16(const float* x
     const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(tail, x + i));
     std::memcpy(y + i, &h, static_cast<size_t>(n - i) * 2);
   }
+}
+
+// x[0..n) rounded to bf16 as floats_to_bf16 rounds them, widened back to float into y; the
+// lanes of `mask` (a whole vector, or the tail) of one vector.
+__attribute__((target("avx512f,avx512bf16"))) void round_bf16_lanes(const float* x, float* y,
+                                                                    __mmask16 mask) {
+  // widened by hand, bf16 being a float's high half (in the masked forms: GCC 12 warns that
+  // the unmasked ones' undefined pass-through "may be used uninitialized")
+  const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
+  __m256i u;
+  std::memcpy(&u, &h, sizeof u);
+  const __m512i w = _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, u), 16);
+  _mm512_mask_storeu_ps(y, mask, _mm512_castsi512_ps(w));
+}
+__attribute__((target("avx512f,avx512bf16"))) void floats_round_bf16(const float* x, int64_t n,
+                                                                     float* y) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) round_bf16_lanes(x + i, y + i, 0xffff);
+  if (i < n) round_bf16_lanes(x + i, y + i, static_cast<__mmask16>((1u << (n - i)) - 1));
 }
 
 // The batch strides of operand blocks [rows, cols] copied dense and one after the other (a
@@ -643,6 +667,10 @@ bool detail::gemm_f32_routed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, 
                              const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                              float* c, int64_t ldc, const GemmBatch& batch, const float* bias) {
   return routed({ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, bias});
+}
+
+void detail::round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, float* y) {
+  for (int64_t r = 0; r < rows; ++r) floats_round_bf16(x + r * ld, cols, y + r * cols);
 }
 
 #endif

@@ -19,8 +19,12 @@
 // Precision bf16 (mixed precision) rounds both operands of every float gemm to bfloat16
 // (round to nearest even) and multiplies them on the CPU's bf16 units through oneDNN (the only
 // bf16 gemm here, so bf16 runs on oneDNN whatever the backend says), with
-// float32 accumulation and a float32 result. Everything else stays float32: the weights the
-// optimizer updates, its moments, softmax, LayerNorm, the loss, and checkpoints.
+// float32 accumulation and a float32 result. The exception: batched products small enough
+// that oneDNN's call costs more than the product (attention's heads at the small and short
+// models' sizes, gemm_small_takes_bf16) run on gemm_small_batched, their operands rounded the
+// same way first, with float32 multiply-adds: the same arithmetic, bf16 operands and float32
+// sums. Everything else stays float32: the weights the optimizer updates, its moments,
+// softmax, LayerNorm, the loss, and checkpoints.
 //
 // The setting is process-wide and applies to kernels::gemm<float> only; the decoder's own
 // kernels (gemm_nt_rowwise, gemv) never change. Like gemm, it must not be changed while another
@@ -99,6 +103,11 @@ bool gemm_f32_routed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
                      const GemmBatch& batch, const float* bias = nullptr);
 // Counts an OpenBLAS float gemm.
 void count_openblas_gemm();
+// x [rows, cols] (row stride ld) rounded to bfloat16 and widened back into y [rows, cols]
+// (dense): round_to_bf16 of every value, by the CPU's conversion where the build has oneDNN.
+// For the bf16 products that run on gemm_small_batched (small enough that oneDNN's call costs
+// more than the product); called only under Precision::BF16, that is on CPUs with bf16 units.
+void round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, float* y);
 }  // namespace detail
 
 }  // namespace seqtape::kernels

@@ -307,6 +307,69 @@ TEST(MatmulBackend, BatchedProductsReadHeadsInPlaceOnEveryBackend) {
   }
 }
 
+// round_rows_to_bf16 (the small path's rounding) gives round_to_bf16 of every value: ties,
+// specials, subnormals, in rows with a stride and a tail shorter than a vector.
+TEST(Bf16, RoundRowsIsRoundToBf16OfEveryValue) {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (!info.built || !info.bf16) GTEST_SKIP() << "no bf16 units (oneDNN ISA " << info.isa << ")";
+  const int64_t rows = 5, cols = 37, ld = 40;
+  std::vector<float> x(static_cast<size_t>(rows * ld));
+  for (size_t i = 0; i < x.size(); ++i) {
+    // bit patterns across the range, with the low 16 bits at and around the tie 0x8000
+    const uint32_t bits = static_cast<uint32_t>(i) * 0x9E3779B1u ^ (i % 3 == 0 ? 0x8000u : 0x7fffu);
+    std::memcpy(&x[i], &bits, 4);
+  }
+  const float specials[] = {std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(),
+                            -std::numeric_limits<float>::denorm_min(),
+                            std::numeric_limits<float>::max(),
+                            1.0f + std::ldexp(1.0f, -8),
+                            1.0f + 3 * std::ldexp(1.0f, -8),
+                            0.f,
+                            -0.f};
+  for (size_t i = 0; i < std::size(specials); ++i) x[i * 7] = specials[i];
+  std::vector<float> y(static_cast<size_t>(rows * cols), 7.f);
+  kernels::detail::round_rows_to_bf16(x.data(), rows, cols, ld, y.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float want = kernels::round_to_bf16(x[static_cast<size_t>(r * ld + j)]);
+      const float got = y[static_cast<size_t>(r * cols + j)];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got)) << r << "," << j;
+      } else {
+        uint32_t a, b;
+        std::memcpy(&a, &want, 4);
+        std::memcpy(&b, &got, 4);
+        EXPECT_EQ(a, b) << r << "," << j;
+      }
+    }
+}
+
+// Under bf16, small batched products (attention's heads at the small and short models' sizes)
+// run on gemm_small_batched with their operands rounded first, not on oneDNN: the bits of the
+// float32 small path on operands rounded beforehand, so bf16 operands and float32 sums as on
+// oneDNN's bf16 path.
+TEST(MatmulBackend, Bf16SmallProductsRoundTheirOperandsOnTheSmallPath) {
+  const kernels::OneDnnInfo& info = kernels::onednn_info();
+  if (!info.built || !info.bf16) GTEST_SKIP() << "no bf16 units (oneDNN ISA " << info.isa << ")";
+  const Heads x(3, 2, 10, 9, 33);  // Dh 33: rows of A and B end inside a vector
+  ASSERT_TRUE(kernels::gemm_small_takes_bf16(x.Tq, x.Tk, x.Dh));
+  Heads rounded = x;
+  for (std::vector<float>* v : {&rounded.q, &rounded.k, &rounded.w})
+    for (float& f : *v) f = kernels::round_to_bf16(f);
+  for (const bool tb : {true, false}) {
+    const kernels::MatmulCounts before = kernels::matmul_counts();
+    const std::vector<float> got = x.run(tb, 0.5f, MatmulBackend::OneDNN, Precision::BF16);
+    const kernels::MatmulCounts after = kernels::matmul_counts();
+    EXPECT_EQ(after.onednn_bf16 + after.onednn_f32, before.onednn_bf16 + before.onednn_f32);
+    x.expect_near(got, tb, 0.5, true, "small bf16");
+    EXPECT_EQ(got, rounded.run(tb, 0.5f, MatmulBackend::OpenBLAS, Precision::F32)) << tb;
+    EXPECT_NE(got, x.run(tb, 0.5f, MatmulBackend::OpenBLAS, Precision::F32)) << tb;
+  }
+}
+
 // Sets seqtape's thread budget (gemm_nt_rowwise_threads) for its lifetime.
 struct Threads {
   explicit Threads(int n) { kernels::gemm_nt_rowwise_set_threads(n); }

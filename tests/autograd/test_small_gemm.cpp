@@ -190,6 +190,11 @@ TEST(SmallGemm, GemmBatchedSendsSmallFloatProductsHere) {
   EXPECT_TRUE(kernels::gemm_small_takes(64, 64, 64));
   EXPECT_FALSE(kernels::gemm_small_takes(65, 64, 64));
   EXPECT_FALSE(kernels::gemm_small_takes(16, 16, 0));
+  // under bf16, the small and short models' heads, not the medium model's
+  EXPECT_TRUE(kernels::gemm_small_takes_bf16(16, 16, 16));
+  EXPECT_TRUE(kernels::gemm_small_takes_bf16(10, 9, 32));
+  EXPECT_FALSE(kernels::gemm_small_takes_bf16(32, 32, 64));
+  EXPECT_FALSE(kernels::gemm_small_takes_bf16(16, 16, 0));
   const kernels::MatmulScope blas(kernels::MatmulBackend::OpenBLAS, kernels::Precision::F32);
   const Problem pb(false, true, 16, 16, 16, 0.25f, 0.f, 0.f);
   const std::vector<float> want = pb.run();
