@@ -22,9 +22,9 @@
 // float32 accumulation and a float32 result. The exception: batched products small enough
 // that oneDNN's call costs more than the product (attention's heads at the small and short
 // models' sizes, gemm_small_takes_bf16) run on gemm_small_batched, their operands rounded the
-// same way first, with float32 multiply-adds: the same arithmetic, bf16 operands and float32
-// sums. Everything else stays float32: the weights the optimizer updates, its moments,
-// softmax, LayerNorm, the loss, and checkpoints.
+// same way first, with float32 multiply-adds: bf16 operands and float32 sums as on oneDNN
+// (whose bits differ from these in the order of the sums). Everything else stays float32: the
+// weights the optimizer updates, its moments, softmax, LayerNorm, the loss, and checkpoints.
 //
 // The setting is process-wide and applies to kernels::gemm<float> only; the decoder's own
 // kernels (gemm_nt_rowwise, gemv) never change. Like gemm, it must not be changed while another
