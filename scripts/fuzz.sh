@@ -54,8 +54,9 @@ for t in $targets; do
     -timeout=10 -print_final_stats=1 -artifact_prefix="$PWD"/build-fuzz/findings/"$t"- \
     $([ "$t" = cli ] && echo -close_fd_mask=3) \
     >"$log" 2>&1 || rc=$?
-  # The last status line ("#N ... cov: C ft: F corp: ...") and the final stats.
-  status=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  # The last status line ("#N ... cov: C ft: F corp: ...") and the final stats (grep -a: a
+  # target may print raw input bytes into its log, which grep would call a binary file).
+  status=$(grep -aE '^#[0-9]+' "$log" | tail -1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$status")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$status")
@@ -63,7 +64,7 @@ for t in $targets; do
   if [ "$rc" -eq 0 ]; then
     result=ok
   else
-    result="FINDING (exit $rc): $(grep -m1 -E 'ERROR|what\(\)|runtime error' "$log" || true); see $log"
+    result="FINDING (exit $rc): $(grep -a -m1 -E 'ERROR|what\(\)|runtime error' "$log" || true); see $log"
     failed=1
   fi
   printf 'fuzz_%-12s %10s execs in %ss  cov: %-5s ft: %-6s corpus %-12s %s\n' \
