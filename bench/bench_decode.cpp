@@ -17,6 +17,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -224,8 +225,12 @@ double source_flops(const InferenceModel& m, int64_t S) {
 }
 
 // All 256 inputs, `B` at a time, kBatchNew tokens each (<eos> blocked).
-void BM_batch(benchmark::State& st, int64_t B) {
+// per_op: every op split over the threads on its own (infer/session.h's row split off), the way
+// the decoder ran before a step's rows were split into one part per thread.
+void BM_batch(benchmark::State& st, int64_t B, bool per_op) {
   Setup& s = setup("medium");
+  const double split = set_decode_split_min_flops(per_op ? std::numeric_limits<double>::infinity()
+                                                         : decode_split_min_flops());
   const auto& all = batch_inputs();
   GenerateOptions o;
   o.min_new = o.max_new = kBatchNew;
@@ -249,6 +254,7 @@ void BM_batch(benchmark::State& st, int64_t B) {
   st.counters["all GFLOP/s"] =
       benchmark::Counter((step_weight_flops(*s.m) * double(tokens) + sources * iters) / 1e9,
                          benchmark::Counter::kIsRate);
+  set_decode_split_min_flops(split);
 }
 
 // The BLAS call a decoder step makes over its matrices ([out, in], blas_weights) for B rows:
@@ -329,8 +335,8 @@ std::string rowwise_name(int64_t B, bool dot = false) {
   return (dot ? "dot/medium/" : "packed/medium/") + std::to_string(B);
 }
 
-std::string batch_name(int64_t B) {
-  return "batch/medium/" + std::to_string(B);
+std::string batch_name(int64_t B, bool per_op = false) {
+  return "batch/medium/" + std::to_string(B) + (per_op ? "/per-op" : "");
 }
 std::string sgemm_name(int64_t B) {
   return "sgemm/medium/" + std::to_string(B);
@@ -385,11 +391,14 @@ const bool kRegistered = [] {
   }
   for (int64_t B : kBatchSizes) {
     // Three runs each, the median kept: the machine is shared.
-    benchmark::RegisterBenchmark(batch_name(B).c_str(), BM_batch, B)
-        ->UseRealTime()
-        ->Iterations(1)
-        ->Repetitions(3)
-        ->Unit(benchmark::kMillisecond);
+    for (const bool per_op : {false, true}) {
+      if (per_op && B == 1) continue;  // (one source, one row: never split)
+      benchmark::RegisterBenchmark(batch_name(B, per_op).c_str(), BM_batch, B, per_op)
+          ->UseRealTime()
+          ->Iterations(1)
+          ->Repetitions(3)
+          ->Unit(benchmark::kMillisecond);
+    }
     benchmark::RegisterBenchmark(sgemm_name(B).c_str(), BM_sgemm_weights, B)
         ->UseRealTime()
         ->Repetitions(3)
@@ -491,9 +500,9 @@ void print_batches(const bench::RatioReporter& rep) {
       static_cast<long long>(kBatchInputs), static_cast<long long>(kBatchNew),
       kernels::gemm_nt_rowwise_path(), kernels::gemm_nt_rowwise_threads(),
       kernels::blas_num_threads());
-  std::printf("%6s %12s %12s %10s %10s %10s %10s %8s %8s %11s %8s\n", "batch", "sentences/s",
+  std::printf("%6s %12s %12s %10s %10s %10s %10s %8s %8s %11s %8s %10s\n", "batch", "sentences/s",
               "tokens/s", "vs batch1", "GFLOP/s", "all GF/s", "BLAS GF/s", "BLAS%", "all%",
-              "kernel GF/s", "dot GF/s");
+              "kernel GF/s", "dot GF/s", "vs per-op");
   const double t1 = rep.counter(b1, "tokens/s");
   for (int64_t B : kBatchSizes) {
     const std::string n = batch_name(B);
@@ -505,10 +514,13 @@ void print_batches(const bench::RatioReporter& rep) {
       const std::string k = rowwise_name(B, dot);
       return rep.has(k) ? rep.counter(k, "GFLOP/s") : 0.0;
     };
-    std::printf("%6lld %12.1f %12.0f %9.2fx %10.2f %10.2f %10.2f %7.0f%% %7.0f%% %11.2f %8.2f\n",
-                static_cast<long long>(B), rep.counter(n, "sentences/s"), tps,
-                t1 > 0 ? tps / t1 : 0.0, gf, all, sg, sg > 0 ? 100 * gf / sg : 0.0,
-                sg > 0 ? 100 * all / sg : 0.0, kernel_gf(false), kernel_gf(true));
+    const std::string per_op = batch_name(B, true);
+    const double op_tps = rep.has(per_op) ? rep.counter(per_op, "tokens/s") : 0.0;
+    std::printf(
+        "%6lld %12.1f %12.0f %9.2fx %10.2f %10.2f %10.2f %7.0f%% %7.0f%% %11.2f %8.2f %9.2fx\n",
+        static_cast<long long>(B), rep.counter(n, "sentences/s"), tps, t1 > 0 ? tps / t1 : 0.0, gf,
+        all, sg, sg > 0 ? 100 * gf / sg : 0.0, sg > 0 ? 100 * all / sg : 0.0, kernel_gf(false),
+        kernel_gf(true), op_tps > 0 ? tps / op_tps : 1.0);
   }
   // The target, and what it asks of the machine: every generated token at batch 32 costs the
   // FLOPs it costs at batch 1 (all GF/s counts the same products per token at every batch size),
@@ -563,8 +575,9 @@ int main(int argc, char** argv) {
       "(attention scores in neither); both against the BLAS call at that shape over the "
       "decoder's matrices as [out, in] in the same run (sgemm with M = batch; sgemv at batch 1; "
       "the decoder itself runs its row-independent packed kernel, so that a row decodes to the "
-      "same bits in any batch). Medians of 3 runs; the batch and its BLAS reference run back to "
-      "back.\n");
+      "same bits in any batch). vs per-op: tokens/s against the same batch with every op split "
+      "over the threads on its own instead of one part of the rows (sources) per thread. "
+      "Medians of 3 runs; the batch and its BLAS reference run back to back.\n");
   benchmark::Shutdown();
   return 0;
 }

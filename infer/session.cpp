@@ -6,14 +6,24 @@
 #include "infer/session.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <numeric>
 #include <string>
 
+#include "autograd/kernels.h"
+
 namespace seqtape {
 
 namespace {
+
+// DecodeSession::split: a part per thread only for calls of this many FLOPs (a hand-off to a
+// helper costs a few µs), with at least this many fed positions per part (the packed kernel
+// takes 8 rows at once).
+std::atomic<double> g_split_min_flops{4194304.0};  // 2^22
+constexpr int64_t kSplitMinPositions = 8;
+std::atomic<int64_t> g_split_calls{0};
 
 // A float32 scratch buffer of at least n elements; reallocated only when it must grow.
 float* grow(Tensor& t, int64_t n) {
@@ -22,6 +32,16 @@ float* grow(Tensor& t, int64_t n) {
 }
 
 }  // namespace
+
+double decode_split_min_flops() {
+  return g_split_min_flops.load();
+}
+double set_decode_split_min_flops(double flops) {
+  return g_split_min_flops.exchange(flops);
+}
+int64_t decode_split_calls() {
+  return g_split_calls.load();
+}
 
 DecodeSession::DecodeSession(const InferenceModel& model, CacheMode mode)
     : m_(model),
@@ -33,7 +53,16 @@ DecodeSession::DecodeSession(const InferenceModel& model, CacheMode mode)
       V_(model.config().vocab_size),
       L_(model.config().n_decoder_layers),
       encoder_shape_(BlockShape::of(model.config(), model.matrix_layout())),
-      decoder_shape_(BlockShape::of(model.config(), model.matrix_layout())) {}
+      decoder_shape_(BlockShape::of(model.config(), model.matrix_layout())) {
+  // 2 FLOPs per weight. Per decoder layer: self-attention's 4 C×C matrices, cross-attention's
+  // query and output, the FFN's two; then the output projection. Cross-attention's K and V are
+  // projected once per source; per encoder layer 4 C×C and the FFN.
+  const double CC = double(C_) * double(C_), CF = double(C_) * double(F_);
+  const double per_layer = (m_.seq2seq() ? 6.0 : 4.0) * CC + 2.0 * CF;
+  flops_per_position_ = 2.0 * (double(L_) * per_layer + double(C_) * double(V_));
+  encoder_flops_ = 2.0 * double(model.config().n_encoder_layers) * (4.0 * CC + 2.0 * CF);
+  cross_flops_ = 2.0 * double(L_) * 2.0 * CC;
+}
 
 void DecodeSession::check_begin(const std::vector<std::vector<int32_t>>& sources,
                                 const std::vector<int32_t>& row_source, int64_t capacity) const {
@@ -98,15 +127,19 @@ void DecodeSession::allocate(int64_t rows, int64_t capacity, int64_t sources, in
     cross_k_.push_back(Tensor::empty({B_, H_, S_, Dh_}, DType::F32));  // [B, H, S, Dh]
     cross_v_.push_back(Tensor::empty({B_, H_, S_, Dh_}, DType::F32));  // [B, H, S, Dh]
   }
-  // Decode steps need n = R rows of scratch; grow once here, not inside the first step.
+  // Decode steps need n = R rows of scratch, and scores for each part of a split call (one per
+  // thread); grow once here, not inside the first step.
   const int64_t n = mode_ == CacheMode::Cached ? R_ : R_ * cap_;
-  scratch(n, mode_ == CacheMode::Cached ? std::max(cap_, S_) : cap_ * std::max(cap_, S_));
+  const int64_t parts = std::max(1, kernels::gemm_nt_rowwise_threads());
+  scratch(n, parts * (mode_ == CacheMode::Cached ? std::max(cap_, S_) : cap_ * std::max(cap_, S_)));
   grow(sel_, n * C_);
   grow(logits_, R_ * V_);
   offsets_.reserve(size_t(R_ + 1));
   flat_.reserve(size_t(n));
   pos_.reserve(size_t(n));
-  groups_.reserve(size_t(R_));
+  groups_.assign(size_t(std::max(1, kernels::gemm_nt_rowwise_threads())), {});
+  for (std::vector<AttentionGroup>& g : groups_) g.reserve(size_t(R_));
+  cut_.reserve(groups_.size() + 1);
 }
 
 void DecodeSession::begin(const std::vector<std::vector<int32_t>>& sources,
@@ -236,64 +269,82 @@ void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources,
     longest = std::max<int64_t>(longest, static_cast<int64_t>(sources[i].size()));
   }
   const int64_t N = off.back();
-  const BlockScratch s = scratch(N, longest * longest);
-  float* px = x_.data<float>();  // [N, C] residual stream
+  cut_parts(off.data(), sources.size(),
+            split(N, sources.size(), encoder_flops_ + (project ? cross_flops_ : 0.0)));
+  const auto parts = static_cast<int64_t>(cut_.size() - 1);
+  const BlockScratch s = scratch(N, parts * longest * longest);
   std::vector<int32_t> ids;
   pos_.clear();
   for (const std::vector<int32_t>& src : sources) {
     ids.insert(ids.end(), src.begin(), src.end());
     for (size_t t = 0; t < src.size(); ++t) pos_.push_back(static_cast<int64_t>(t));
   }
-  embed_tokens(m_, ids.data(), pos_.data(), N, px);
   std::vector<AttentionGroup> groups(sources.size());
-  for (size_t i = 0; i < sources.size(); ++i) {
-    AttentionGroup& g = groups[i];
-    g.first = off[i];
-    g.count = off[i + 1] - off[i];
-    g.k = s.k + off[i] * C_;
-    g.v = s.v + off[i] * C_;
-    g.head_stride = Dh_;
-    g.row_stride = C_;
-    g.n_keys = g.count;
-  }
-  int64_t layer = 0;
-  for (const EncoderLayerParams& P : m_.encoder_layers()) {
-    for (size_t i = 0; i < groups.size(); ++i)
-      groups[i].event = {AttentionEvent::Kind::EncoderSelf, layer, -1,
-                         static_cast<int32_t>(slots[i])};
-    attention_block(encoder_shape_, P.self_attn, P.self_norm, px, N, true, groups, s,
-                    on_attention_);
-    feed_forward_block(encoder_shape_, P.ffn, P.ffn_norm, px, N, s);
-    ++layer;
-  }
-  if (encoder_shape_.norm == NormPlacement::Pre)
-    layer_norm(px, m_.encoder_final_norm(), px, N, C_, encoder_shape_.eps);
-  for (size_t i = 0; i < sources.size(); ++i) {
-    const int64_t b = slots[i], S = off[i + 1] - off[i];
-    src_len_[size_t(b)] = static_cast<int32_t>(S);
-    std::memcpy(memory_.data<float>() + b * S_ * C_, px + off[i] * C_,
-                size_t(S * C_) * sizeof(float));  // [S, C] of slot b
-  }
-  if (project) project_cross(px, off, slots);
+  // Part p: sources [cut_[p], cut_[p+1]) on their own rows of every scratch buffer.
+  auto part = [&](int64_t p) {
+    const size_t i0 = cut_[size_t(p)], i1 = cut_[size_t(p) + 1];
+    const int64_t r0 = off[i0], n = off[i1] - r0;
+    const BlockScratch ps = part_scratch(s, r0, p, longest * longest);
+    float* px = x_.data<float>() + r0 * C_;  // [n, C] residual stream
+    embed_tokens(m_, ids.data() + r0, pos_.data() + r0, n, px);
+    const std::span<AttentionGroup> g(groups.data() + i0, i1 - i0);
+    for (size_t i = i0; i < i1; ++i) {
+      AttentionGroup& gi = groups[i];
+      gi.first = off[i] - r0;
+      gi.count = off[i + 1] - off[i];
+      gi.k = ps.k + gi.first * C_;
+      gi.v = ps.v + gi.first * C_;
+      gi.head_stride = Dh_;
+      gi.row_stride = C_;
+      gi.n_keys = gi.count;
+    }
+    int64_t layer = 0;
+    for (const EncoderLayerParams& P : m_.encoder_layers()) {
+      for (size_t i = i0; i < i1; ++i)
+        groups[i].event = {AttentionEvent::Kind::EncoderSelf, layer, -1,
+                           static_cast<int32_t>(slots[i])};
+      attention_block(encoder_shape_, P.self_attn, P.self_norm, px, n, true, g, ps, on_attention_);
+      feed_forward_block(encoder_shape_, P.ffn, P.ffn_norm, px, n, ps);
+      ++layer;
+    }
+    if (encoder_shape_.norm == NormPlacement::Pre)
+      layer_norm(px, m_.encoder_final_norm(), px, n, C_, encoder_shape_.eps);
+    for (size_t i = i0; i < i1; ++i) {
+      const int64_t b = slots[i], S = off[i + 1] - off[i];
+      src_len_[size_t(b)] = static_cast<int32_t>(S);
+      std::memcpy(memory_.data<float>() + b * S_ * C_, x_.data<float>() + off[i] * C_,
+                  size_t(S * C_) * sizeof(float));  // [S, C] of slot b
+    }
+    if (project)
+      project_cross(x_.data<float>(), std::span(off).subspan(i0, i1 - i0 + 1),
+                    slots.subspan(i0, i1 - i0));
+  };
+  if (parts == 1)
+    part(0);
+  else
+    kernels::parallel_for(parts, part);
 }
 
+// Every decoder layer's cross K/V of the sources whose encoder outputs are rows
+// [off[i], off[i+1]) of mem, into source slots slots[i], through rows [off[0], off.back()) of the
+// k_ and v_ scratch (grown beforehand when parts of a call run this at once).
 void DecodeSession::project_cross(const float* mem, std::span<const int64_t> off,
                                   std::span<const int64_t> slots) {
-  const int64_t N = off.back();
-  float* kx = grow(k_, N * C_);  // [N, C]
-  float* vx = grow(v_, N * C_);  // [N, C]
+  const int64_t r0 = off.front(), N = off.back() - r0;
+  float* kx = grow(k_, off.back() * C_) + r0 * C_;  // [N, C]
+  float* vx = grow(v_, off.back() * C_) + r0 * C_;  // [N, C]
   const size_t head_bytes = size_t(Dh_) * sizeof(float);
   for (size_t l = 0; l < size_t(L_); ++l) {
     const AttnParams& A = m_.decoder_layers()[l].cross_attn;
-    linear(mem, N, C_, C_, A.wk, A.bk, kx, decoder_shape_.weights);
-    linear(mem, N, C_, C_, A.wv, A.bv, vx, decoder_shape_.weights);
+    linear(mem + r0 * C_, N, C_, C_, A.wk, A.bk, kx, decoder_shape_.weights);
+    linear(mem + r0 * C_, N, C_, C_, A.wv, A.bv, vx, decoder_shape_.weights);
     for (size_t i = 0; i < slots.size(); ++i) {
       const int64_t b = slots[i];
       float* ck = cross_k_[l].data<float>() + b * H_ * S_ * Dh_;  // [H, S, Dh] of source b
       float* cv = cross_v_[l].data<float>() + b * H_ * S_ * Dh_;
       for (int64_t h = 0; h < H_; ++h)
         for (int64_t t = 0; t < off[i + 1] - off[i]; ++t) {
-          const int64_t from = (off[i] + t) * C_ + h * Dh_;
+          const int64_t from = (off[i] - r0 + t) * C_ + h * Dh_;
           std::memcpy(ck + (h * S_ + t) * Dh_, kx + from, head_bytes);
           std::memcpy(cv + (h * S_ + t) * Dh_, vx + from, head_bytes);
         }
@@ -336,16 +387,17 @@ void DecodeSession::check_feed(std::span<const int32_t> rows, const int32_t* off
                                       " outside the vocabulary [0, " + std::to_string(V_) + ")");
 }
 
-// The attention groups of one decoder layer: row i's queries are rows [off[i], off[i+1]) of x.
+// The attention groups of one decoder layer: row i's queries are rows [off[i], off[i+1]) of x,
+// counted from off[0].
 // Self-attention reads and extends the row's cache; cross-attention reads its source's K/V.
 void DecodeSession::decoder_groups(std::span<const int32_t> rows, const int32_t* off, size_t l,
-                                   bool cross) {
-  groups_.resize(rows.size());
+                                   bool cross, std::vector<AttentionGroup>& groups) {
+  groups.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const int32_t r = rows[i];
     const int64_t start = len_[size_t(r)], b = row_source_[size_t(r)];
-    AttentionGroup& g = groups_[i];
-    g.first = off[i];
+    AttentionGroup& g = groups[i];
+    g.first = off[i] - off[0];
     g.count = off[i + 1] - off[i];
     g.row_stride = Dh_;
     if (cross) {  // K/V projected once per source, read by index
@@ -383,39 +435,104 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
     max_keys = std::max(max_keys, start + cnt);
     for (int64_t j = 0; j < cnt; ++j) pos_[size_t(off[i] + j)] = start + j;
   }
-  const BlockScratch s = scratch(N, max_cnt * max_keys);
-  float* x = x_.data<float>();  // [N, C] residual stream
-  embed_tokens(m_, tok, pos_.data(), N, x);
+  cut_parts(off, n, split(N, n, flops_per_position_));
+  const auto parts = static_cast<int64_t>(cut_.size() - 1);
+  const int64_t part_scores = max_cnt * max_keys;
+  const BlockScratch s = scratch(N, parts * part_scores);
+  if (!all_positions) grow(sel_, int64_t(n) * C_);
+  grow(logits_, (all_positions ? N : int64_t(n)) * V_);
+  if (groups_.size() < size_t(parts)) groups_.resize(size_t(parts));
+  // Part p: rows [cut_[p], cut_[p+1]) on their own rows of every scratch buffer.
+  auto part = [&](int64_t p) {
+    const size_t i0 = cut_[size_t(p)], i1 = cut_[size_t(p) + 1];
+    const BlockScratch ps = part_scratch(s, off[i0], p, part_scores);
+    decode_rows(rows, i0, i1, off, tok, ps, groups_[size_t(p)], all_positions);
+  };
+  if (parts == 1)
+    part(0);
+  else
+    kernels::parallel_for(parts, part);
+  for (size_t i = 0; i < n; ++i) len_[size_t(rows[i])] += off[i + 1] - off[i];
+  return logits_.data<float>();
+}
+
+// How many parts a call of N positions over n rows (or sources) runs in, at flops_per_position:
+// one; or, for a call of at least g_split_min_flops when the products sum each row alone, one
+// per thread, each of at least kSplitMinPositions positions.
+int64_t DecodeSession::split(int64_t N, size_t n, double flops_per_position) const {
+  const int64_t parts = std::min<int64_t>(
+      {kernels::gemm_nt_rowwise_threads(), N / kSplitMinPositions, static_cast<int64_t>(n)});
+  const bool rowwise = decoder_shape_.weights != MatrixLayout::InOut &&
+                       m_.out_weight_layout() != MatrixLayout::InOut;
+  if (on_attention_ || !rowwise || parts < 2 ||
+      double(N) * flops_per_position < g_split_min_flops.load(std::memory_order_relaxed))
+    return 1;
+  g_split_calls.fetch_add(1, std::memory_order_relaxed);
+  return parts;
+}
+
+// Cuts rows [0, n), row i of positions [off[i], off[i+1]), into `parts` (into cut_: part p is
+// rows [cut_[p], cut_[p+1])) where the positions so far reach an equal share: at a multiple of 8
+// rows when every row has one position (the rows the packed kernel takes at once).
+template <typename I>
+void DecodeSession::cut_parts(const I* off, size_t n, int64_t parts) {
+  const auto N = static_cast<int64_t>(off[n]);
+  cut_.assign(1, 0);
+  for (int64_t p = 1; p < parts; ++p) {
+    size_t i = cut_.back() + 1;
+    if (N == static_cast<int64_t>(n))
+      i = std::max(i, size_t((N * p / parts + 4) / 8 * 8));
+    else
+      while (i < n && off[i] < N * p / parts) ++i;
+    if (i < n) cut_.push_back(i);
+  }
+  cut_.push_back(n);
+}
+
+// The scratch rows of a part whose first position is r0 (scores: the part's own).
+BlockScratch DecodeSession::part_scratch(const BlockScratch& s, int64_t r0, int64_t part,
+                                         int64_t part_scores) const {
+  BlockScratch ps = s;
+  for (float** b : {&ps.in, &ps.q, &ps.k, &ps.v, &ps.ctx, &ps.out}) *b += r0 * C_;
+  ps.hid += r0 * F_;
+  ps.scores += part * part_scores;
+  return ps;
+}
+
+// The decoder over the positions rows[i0, i1) are fed (rows [off[i0], off[i1]) of x_, on their own
+// rows of the scratch s) into their logits: the embedding, every layer, the final norm and the
+// output projection; the logits of each row's last position (rows [i0, i1) of logits_) or of
+// every position (rows [off[i0], off[i1])).
+void DecodeSession::decode_rows(std::span<const int32_t> all_rows, size_t i0, size_t i1,
+                                const int32_t* off, const int32_t* tok, const BlockScratch& s,
+                                std::vector<AttentionGroup>& groups, bool all_positions) {
+  const std::span<const int32_t> rows = all_rows.subspan(i0, i1 - i0);
+  const int64_t r0 = off[i0], N = off[i1] - r0;
+  float* x = x_.data<float>() + r0 * C_;  // [N, C] residual stream
+  embed_tokens(m_, tok + r0, pos_.data() + r0, N, x);
   for (size_t l = 0; l < size_t(L_); ++l) {
     const DecoderLayerParams& P = m_.decoder_layers()[l];
-    decoder_groups(rows, off, l, false);
-    attention_block(decoder_shape_, P.self_attn, P.self_norm, x, N, true, groups_, s,
-                    on_attention_);
+    decoder_groups(rows, off + i0, l, false, groups);
+    attention_block(decoder_shape_, P.self_attn, P.self_norm, x, N, true, groups, s, on_attention_);
     if (m_.seq2seq()) {
-      decoder_groups(rows, off, l, true);
-      attention_block(decoder_shape_, P.cross_attn, P.cross_norm, x, N, false, groups_, s,
+      decoder_groups(rows, off + i0, l, true, groups);
+      attention_block(decoder_shape_, P.cross_attn, P.cross_norm, x, N, false, groups, s,
                       on_attention_);
     }
     feed_forward_block(decoder_shape_, P.ffn, P.ffn_norm, x, N, s);
   }
-  for (size_t i = 0; i < n; ++i) len_[size_t(rows[i])] += off[i + 1] - off[i];
-  return logits(off, n, all_positions);
-}
-
-// Logits of the last fed position of each row (never a pad column), or of every position.
-const float* DecodeSession::logits(const int32_t* off, size_t n, bool all_positions) {
-  float* x = x_.data<float>();
-  const int64_t m = all_positions ? off[n] : int64_t(n);
-  float* h = all_positions ? x : grow(sel_, m * C_);  // [m, C]
+  // Each row's last position (never a pad column), or every position.
+  const int64_t m = all_positions ? N : static_cast<int64_t>(rows.size());
+  float* h = all_positions ? x : sel_.data<float>() + int64_t(i0) * C_;  // [m, C]
   if (!all_positions)
-    for (size_t i = 0; i < n; ++i)
-      std::memcpy(h + i * size_t(C_), x + (off[i + 1] - 1) * C_, size_t(C_) * sizeof(float));
+    for (size_t i = i0; i < i1; ++i)
+      std::memcpy(h + (i - i0) * size_t(C_), x_.data<float>() + (off[i + 1] - 1) * C_,
+                  size_t(C_) * sizeof(float));
   if (decoder_shape_.norm == NormPlacement::Pre)
     layer_norm(h, m_.decoder_final_norm(), h, m, C_, decoder_shape_.eps);
-  float* out = grow(logits_, m * V_);  // [m, V]
+  float* out = logits_.data<float>() + (all_positions ? r0 : int64_t(i0)) * V_;  // [m, V]
   // logits = h·W + b with W [C, V], or W [V, C] (tied embedding, Decode layout) transposed
   linear(h, m, C_, V_, m_.out_weight(), m_.out_bias(), out, m_.out_weight_layout());
-  return out;
 }
 
 const float* DecodeSession::recompute(std::span<const int32_t> rows) {

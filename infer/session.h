@@ -43,6 +43,15 @@ namespace seqtape {
 
 enum class CacheMode { Cached, Uncached };
 
+// A call that feeds rows at least this many FLOPs of matrix products (and at least 8 positions
+// per thread) runs as one part per thread of kernels::gemm_nt_rowwise_threads(): each thread
+// runs the whole decoder over its own rows, with one hand-off per call instead of one per op.
+// The products sum each row alone, so a row's bits are the same either way. Set returns the
+// previous value (tests lower it to split small models).
+double decode_split_min_flops();
+double set_decode_split_min_flops(double flops);
+int64_t decode_split_calls();  // calls run in parts so far, in this process (for tests)
+
 class DecodeSession {
  public:
   explicit DecodeSession(const InferenceModel& model, CacheMode mode = CacheMode::Cached);
@@ -111,7 +120,7 @@ class DecodeSession {
   void encode(const std::vector<std::vector<int32_t>>& sources, std::span<const int64_t> slots,
               bool project);  // into memory_'s slots (and their cross K/V when `project`)
   // Every decoder layer's cross K/V of the sources whose encoder outputs are rows
-  // [off[i], off[i+1]) of mem [N, C], into source slots slots[i]: one product per matrix.
+  // [off[i], off[i+1]) of mem, into source slots slots[i]: one product per matrix.
   void project_cross(const float* mem, std::span<const int64_t> off,
                      std::span<const int64_t> slots);
   void project_all_cross();                   // of every source slot in use
@@ -123,8 +132,15 @@ class DecodeSession {
   void check_feed(std::span<const int32_t> rows, const int32_t* offsets,
                   const int32_t* tokens) const;
   void decoder_groups(std::span<const int32_t> rows, const int32_t* offsets, size_t layer,
-                      bool cross);  // into groups_
-  const float* logits(const int32_t* offsets, size_t n, bool all_positions);
+                      bool cross, std::vector<AttentionGroup>& groups);
+  int64_t split(int64_t N, size_t n, double flops_per_position) const;
+  template <typename I>
+  void cut_parts(const I* offsets, size_t n, int64_t parts);  // into cut_
+  BlockScratch part_scratch(const BlockScratch& s, int64_t r0, int64_t part,
+                            int64_t part_scores) const;
+  void decode_rows(std::span<const int32_t> rows, size_t i0, size_t i1, const int32_t* offsets,
+                   const int32_t* tokens, const BlockScratch& s,
+                   std::vector<AttentionGroup>& groups, bool all_positions);
   const float* recompute(std::span<const int32_t> rows);  // Uncached: whole histories
   void move_rows(std::span<const int32_t> rows, std::span<const int32_t> parents);  // Cached
   BlockScratch scratch(int64_t N, int64_t scores);  // grows the scratch to N rows
@@ -151,8 +167,11 @@ class DecodeSession {
   // Scratch, grown on demand and then reused: no allocation per step.
   Tensor x_, in_, q_, k_, v_, ctx_, out_, hid_, sel_, logits_, scores_;
   std::vector<int32_t> offsets_, flat_;
-  std::vector<int64_t> pos_;            // [N] position of each fed token
-  std::vector<AttentionGroup> groups_;  // one per row of a call
+  std::vector<int64_t> pos_;                         // [N] position of each fed token
+  std::vector<std::vector<AttentionGroup>> groups_;  // per part of a call: one per row
+  std::vector<size_t> cut_;                          // a call's parts: rows [cut_[p], cut_[p+1])
+  // FLOPs of the matrix products per position: decoder (fed), encoder, cross K/V projection
+  double flops_per_position_ = 0, encoder_flops_ = 0, cross_flops_ = 0;
   AttentionObserver on_attention_;
 };
 

@@ -9,9 +9,11 @@
 
 #include <string>
 
+#include "autograd/kernels.h"
 #include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
+#include "infer/session.h"
 #include "tests/infer/fixtures.h"
 #include "tests/infer/wide_model.h"
 #include "tests/test_util.h"
@@ -68,6 +70,46 @@ TEST(InferBatch, EveryRowGivesWhatItGivesAloneOnTheDecodeLayout) {
       expect_each_alone(*w.m, in, greedy, tag + " greedy");
       expect_each_alone(*w.m, in, beam, tag + " beam");
       expect_each_alone(*w.m, in, sample, tag + " sampling");
+    }
+  }
+}
+
+// A call big enough runs one part of its rows (or, encoding, its sources) per thread, each part's
+// whole decoder (encoder) on one thread (infer/session.h). Forced here on the wide model, split
+// threshold 0, with 2 and 3 threads: every row still gives what it gives alone (to the bit), as
+// rows leave the batch and the parts shrink back to one.
+TEST(InferBatch, RowsSplitOverThreadsGiveWhatEachGivesAlone) {
+  struct Restore {
+    double flops = set_decode_split_min_flops(0);
+    ~Restore() {
+      set_decode_split_min_flops(flops);
+      kernels::gemm_nt_rowwise_set_threads(0);
+    }
+  } restore;
+  for (int threads : {2, 3}) {
+    kernels::gemm_nt_rowwise_set_threads(threads);
+    for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly}) {
+      Wide w = make_wide(arch, 8);
+      std::vector<std::vector<int32_t>> in;  // 20 inputs of 1 to 11 tokens, all different
+      for (int32_t shift = 0; shift < 4; ++shift)
+        for (std::vector<int32_t> x : varied_inputs(arch)) {
+          for (size_t t = 0; t + 1 < x.size(); ++t) x[t] = 5 + (x[t] + 9 * shift) % 45;
+          in.push_back(x);
+        }
+      GenerateOptions greedy;
+      greedy.max_new = 12;
+      GenerateOptions beam = greedy;
+      beam.beam = 3;
+      GenerateOptions sample = greedy;
+      sample.sample = true;
+      sample.seed = 11;
+      const std::string tag = std::string(arch == Arch::Seq2Seq ? "seq2seq" : "decoder-only") +
+                              ", " + std::to_string(threads) + " threads";
+      const int64_t before = decode_split_calls();
+      expect_each_alone(*w.m, in, greedy, tag + " greedy");
+      expect_each_alone(*w.m, in, beam, tag + " beam");
+      expect_each_alone(*w.m, in, sample, tag + " sampling");
+      EXPECT_GT(decode_split_calls(), before) << tag << ": no call ran in parts";
     }
   }
 }
