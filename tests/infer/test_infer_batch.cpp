@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <string>
 
 #include "autograd/kernels.h"
@@ -74,8 +75,8 @@ TEST(InferBatch, EveryRowGivesWhatItGivesAloneOnTheDecodeLayout) {
   }
 }
 
-// A call big enough runs one part of its rows (or, encoding, its sources) per thread, each part's
-// whole decoder (encoder) on one thread (infer/session.h). Forced here on the wide model, split
+// A call big enough runs in parts of its rows (or, encoding, its sources), each part's whole
+// decoder (encoder) on one thread (infer/session.h). Forced here on the wide model, split
 // threshold 0, with 2 and 3 threads: every row still gives what it gives alone (to the bit), as
 // rows leave the batch and the parts shrink back to one.
 TEST(InferBatch, RowsSplitOverThreadsGiveWhatEachGivesAlone) {
@@ -90,12 +91,22 @@ TEST(InferBatch, RowsSplitOverThreadsGiveWhatEachGivesAlone) {
     kernels::gemm_nt_rowwise_set_threads(threads);
     for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly}) {
       Wide w = make_wide(arch, 8);
-      std::vector<std::vector<int32_t>> in;  // 20 inputs of 1 to 11 tokens, all different
-      for (int32_t shift = 0; shift < 4; ++shift)
+      std::vector<std::vector<int32_t>> in;  // 50 inputs of 1 to 11 tokens, 270 in all
+      for (int32_t shift = 0; shift < 10; ++shift)
         for (std::vector<int32_t> x : varied_inputs(arch)) {
           for (size_t t = 0; t + 1 < x.size(); ++t) x[t] = 5 + (x[t] + 9 * shift) % 45;
           in.push_back(x);
         }
+      const std::string tag = std::string(arch == Arch::Seq2Seq ? "seq2seq" : "decoder-only") +
+                              ", " + std::to_string(threads) + " threads";
+      if (arch == Arch::Seq2Seq) {  // the encoder alone (begin() encodes every source)
+        const int64_t before = decode_split_calls();
+        DecodeSession session(*w.m);
+        std::vector<int32_t> row_source(in.size());
+        std::iota(row_source.begin(), row_source.end(), 0);
+        session.begin(in, row_source, 16);
+        EXPECT_GT(decode_split_calls(), before) << tag << ": the encoder ran in one part";
+      }
       GenerateOptions greedy;
       greedy.max_new = 12;
       GenerateOptions beam = greedy;
@@ -103,8 +114,6 @@ TEST(InferBatch, RowsSplitOverThreadsGiveWhatEachGivesAlone) {
       GenerateOptions sample = greedy;
       sample.sample = true;
       sample.seed = 11;
-      const std::string tag = std::string(arch == Arch::Seq2Seq ? "seq2seq" : "decoder-only") +
-                              ", " + std::to_string(threads) + " threads";
       const int64_t before = decode_split_calls();
       expect_each_alone(*w.m, in, greedy, tag + " greedy");
       expect_each_alone(*w.m, in, beam, tag + " beam");
