@@ -114,11 +114,45 @@ TEST(InferBatch, RowsSplitOverThreadsGiveWhatEachGivesAlone) {
       GenerateOptions sample = greedy;
       sample.sample = true;
       sample.seed = 11;
+      GenerateOptions uncached = greedy;  // every step recomputes each row's whole history
+      uncached.use_cache = false;
       const int64_t before = decode_split_calls();
       expect_each_alone(*w.m, in, greedy, tag + " greedy");
       expect_each_alone(*w.m, in, beam, tag + " beam");
       expect_each_alone(*w.m, in, sample, tag + " sampling");
+      expect_each_alone(*w.m, in, uncached, tag + " uncached");
       EXPECT_GT(decode_split_calls(), before) << tag << ": no call ran in parts";
+      // Teacher forcing: the logits of every fed position (all_positions) of the 50 rows at
+      // once are each row's own.
+      const int64_t V = w.m->config().vocab_size;
+      std::vector<std::vector<int32_t>> feed;  // 2 to 12 tokens per row
+      for (const std::vector<int32_t>& x : in) {
+        feed.push_back({arch == Arch::Seq2Seq ? 1 : 3});
+        feed.back().insert(feed.back().end(), x.begin(), x.end());
+      }
+      const auto start = [&](DecodeSession& session, size_t first, size_t count) {
+        std::vector<int32_t> rows(count);
+        std::iota(rows.begin(), rows.end(), 0);
+        const std::vector<std::vector<int32_t>> sources(
+            arch == Arch::Seq2Seq ? in.begin() + long(first) : in.end(),
+            arch == Arch::Seq2Seq ? in.begin() + long(first + count) : in.end());
+        session.begin(sources, arch == Arch::Seq2Seq ? rows : std::vector<int32_t>(count, 0), 16);
+        return rows;
+      };
+      DecodeSession all(*w.m);
+      const std::vector<int32_t> rows = start(all, 0, in.size());
+      const int64_t split_before = decode_split_calls();
+      const float* got = all.prefill(rows, feed, /*all_positions=*/true);
+      EXPECT_GT(decode_split_calls(), split_before) << tag << ": the prefill ran in one part";
+      int64_t j = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        DecodeSession one(*w.m);
+        const float* alone = one.prefill(start(one, i, 1), {feed[i]}, true);
+        for (size_t t = 0; t < feed[i].size(); ++t, ++j)
+          for (int64_t v = 0; v < V; ++v)
+            ASSERT_EQ(got[j * V + v], alone[int64_t(t) * V + v])
+                << tag << ", input " << i << " position " << t << " token " << v;
+      }
     }
   }
 }
