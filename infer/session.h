@@ -43,11 +43,12 @@ namespace seqtape {
 
 enum class CacheMode { Cached, Uncached };
 
-// A call that feeds rows at least this many FLOPs of matrix products (and at least 8 positions
-// per thread) runs as one part per thread of kernels::gemm_nt_rowwise_threads(): each thread
-// runs the whole decoder over its own rows, with one hand-off per call instead of one per op.
-// The products sum each row alone, so a row's bits are the same either way. Set returns the
-// previous value (tests lower it to split small models).
+// A call of at least this many FLOPs of matrix products, with at least 8 positions per thread
+// (the decoder over several rows, or the encoder over several sources), runs as one part per
+// thread of kernels::gemm_nt_rowwise_threads(): each thread runs the whole decoder (encoder) over
+// its own rows (sources), with one hand-off per call instead of one per op. The products sum
+// each row alone, so a row's bits are the same either way. Set returns the previous value
+// (tests lower it to split small models).
 double decode_split_min_flops();
 double set_decode_split_min_flops(double flops);
 int64_t decode_split_calls();  // calls run in parts so far, in this process (for tests)
