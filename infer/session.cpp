@@ -137,7 +137,7 @@ void DecodeSession::allocate(int64_t rows, int64_t capacity, int64_t sources, in
   offsets_.reserve(size_t(R_ + 1));
   flat_.reserve(size_t(n));
   pos_.reserve(size_t(n));
-  groups_.assign(size_t(std::max(1, kernels::gemm_nt_rowwise_threads())), {});
+  groups_.assign(size_t(parts), {});
   for (std::vector<AttentionGroup>& g : groups_) g.reserve(size_t(R_));
   cut_.reserve(groups_.size() + 1);
 }
@@ -319,10 +319,7 @@ void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources,
       project_cross(x_.data<float>(), std::span(off).subspan(i0, i1 - i0 + 1),
                     slots.subspan(i0, i1 - i0));
   };
-  if (parts == 1)
-    part(0);
-  else
-    kernels::parallel_for(parts, part);
+  kernels::parallel_for(parts, part);  // (one part: on this thread)
 }
 
 // Every decoder layer's cross K/V of the sources whose encoder outputs are rows
@@ -448,10 +445,7 @@ const float* DecodeSession::extend(std::span<const int32_t> rows, const int32_t*
     const BlockScratch ps = part_scratch(s, off[i0], p, part_scores);
     decode_rows(rows, i0, i1, off, tok, ps, groups_[size_t(p)], all_positions);
   };
-  if (parts == 1)
-    part(0);
-  else
-    kernels::parallel_for(parts, part);
+  kernels::parallel_for(parts, part);  // (one part: on this thread)
   for (size_t i = 0; i < n; ++i) len_[size_t(rows[i])] += off[i + 1] - off[i];
   return logits_.data<float>();
 }
