@@ -10,13 +10,16 @@
 //
 // Batched greedy (medium, 256 inputs at batch 1, 8, 32, 64): sentences/s, generated tokens/s,
 // and the decoder weights' achieved GFLOP/s against the BLAS call at that shape over the same
-// weights as [out, in] (sgemm with M = batch; sgemv at batch 1).
+// weights as [out, in] (sgemm with M = batch; sgemv at batch 1). The batch-32 target (5x batch 1)
+// is judged on rounds that alternate batch 1 and batch 32 (best of each), so that load on the
+// shared machine weighs on both alike.
 //
 // Dimension key: B batch (rows per call), N generated tokens, C d_model, F d_ff, V vocabulary, L
 // decoder layers, S source length.
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <map>
 #include <memory>
@@ -224,27 +227,33 @@ double source_flops(const InferenceModel& m, int64_t S) {
   return 2.0 * double(S) * (enc + cross);
 }
 
-// All 256 inputs, `B` at a time, kBatchNew tokens each (<eos> blocked).
+// All 256 inputs, `B` at a time, kBatchNew tokens each (<eos> blocked): the tokens generated.
+int64_t decode_inputs(const InferenceModel& m, int64_t B) {
+  const auto& all = batch_inputs();
+  GenerateOptions o;
+  o.min_new = o.max_new = kBatchNew;
+  int64_t tokens = 0;
+  for (size_t first = 0; first < all.size(); first += size_t(B)) {
+    const size_t last = std::min(all.size(), first + size_t(B));
+    const std::vector<std::vector<int32_t>> chunk(all.begin() + long(first),
+                                                  all.begin() + long(last));
+    for (const GenerateResult& r : generate(m, chunk, o))
+      tokens += static_cast<int64_t>(r.tokens.size());
+  }
+  return tokens;
+}
+
+// decode_inputs at batch B.
 // per_op: every op split over the threads on its own (infer/session.h's row split off), the way
 // the decoder ran before a step's rows were split into one part per thread.
 void BM_batch(benchmark::State& st, int64_t B, bool per_op) {
   Setup& s = setup("medium");
   const double split = set_decode_split_min_flops(per_op ? std::numeric_limits<double>::infinity()
                                                          : decode_split_min_flops());
-  const auto& all = batch_inputs();
-  GenerateOptions o;
-  o.min_new = o.max_new = kBatchNew;
   int64_t tokens = 0;
   double sources = 0;
-  for (const auto& src : all) sources += source_flops(*s.m, int64_t(src.size()));
-  for (auto _ : st)
-    for (size_t first = 0; first < all.size(); first += size_t(B)) {
-      const size_t last = std::min(all.size(), first + size_t(B));
-      const std::vector<std::vector<int32_t>> chunk(all.begin() + long(first),
-                                                    all.begin() + long(last));
-      for (const GenerateResult& r : generate(*s.m, chunk, o))
-        tokens += static_cast<int64_t>(r.tokens.size());
-    }
+  for (const auto& src : batch_inputs()) sources += source_flops(*s.m, int64_t(src.size()));
+  for (auto _ : st) tokens += decode_inputs(*s.m, B);
   const auto iters = static_cast<double>(st.iterations());
   st.counters["sentences/s"] =
       benchmark::Counter(double(kBatchInputs) * iters, benchmark::Counter::kIsRate);
@@ -255,6 +264,36 @@ void BM_batch(benchmark::State& st, int64_t B, bool per_op) {
       benchmark::Counter((step_weight_flops(*s.m) * double(tokens) + sources * iters) / 1e9,
                          benchmark::Counter::kIsRate);
   set_decode_split_min_flops(split);
+}
+
+// The batch-32 target measured load-robustly, as bench_train measures issue 14's: rounds that
+// alternate batch 1 and batch 32, keeping the best tokens/s of each. Load on a shared machine
+// only ever slows a run down, so the best of rounds taken side by side compares the two at the
+// same quiet moments (the medians of the table come from separate stretches of the run, seconds
+// apart). Each turn decodes all inputs again until kRobustSeconds have passed, so that both
+// sizes are timed over windows of the same length (a best of short windows would favour the
+// faster size, whose shorter runs vary more).
+constexpr int kRobustRounds = 5;
+constexpr double kRobustSeconds = 1.0;
+struct BatchRobust {
+  double tps1 = 0, tps32 = 0;  // best tokens/s at batch 1 and at batch 32
+};
+BatchRobust interleaved_batches() {
+  using Clock = std::chrono::steady_clock;
+  Setup& s = setup("medium");
+  BatchRobust r;
+  for (int round = 0; round < kRobustRounds; ++round)
+    for (const int64_t B : {int64_t(1), int64_t(32)}) {
+      const auto t0 = Clock::now();
+      double tokens = 0, seconds = 0;
+      while (seconds < kRobustSeconds) {
+        tokens += double(decode_inputs(*s.m, B));
+        seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      }
+      double& best = B == 1 ? r.tps1 : r.tps32;
+      best = std::max(best, tokens / seconds);
+    }
+  return r;
 }
 
 // The BLAS call a decoder step makes over its matrices ([out, in], blas_weights) for B rows:
@@ -491,7 +530,7 @@ void print_layouts(const bench::RatioReporter& rep) {
 }
 
 // Sentences/s and tokens/s per batch size, the speedup over batch 1, and GFLOP/s vs sgemm.
-void print_batches(const bench::RatioReporter& rep) {
+void print_batches(const bench::RatioReporter& rep, const BatchRobust& robust) {
   const std::string b1 = batch_name(1);
   if (!rep.has(b1)) return;
   std::printf(
@@ -530,7 +569,9 @@ void print_batches(const bench::RatioReporter& rep) {
   // decoder's own kernel.
   const std::string b32 = batch_name(32);
   if (!rep.has(b32) || t1 <= 0) return;
-  const double x32 = rep.counter(b32, "tokens/s") / t1, all1 = rep.counter(b1, "all GFLOP/s");
+  const double median32 = rep.counter(b32, "tokens/s") / t1,
+               x32 = robust.tps1 > 0 ? robust.tps32 / robust.tps1 : median32,
+               all1 = rep.counter(b1, "all GFLOP/s") * (robust.tps1 > 0 ? robust.tps1 / t1 : 1.0);
   const double peak = rep.has(kPeakName) ? rep.counter(kPeakName, "GFLOP/s") : 0.0;
   const double dnn = rep.has(kOneDnnPeakName) ? rep.counter(kOneDnnPeakName, "GFLOP/s") : 0.0;
   double own = 0;
@@ -542,14 +583,16 @@ void print_batches(const bench::RatioReporter& rep) {
     }
   const double fastest = std::max({peak, dnn, own});
   std::printf(
-      "\ntarget (issue 12): batch 32 >= 5x the tokens/s of batch 1: %.2fx, %s\n"
+      "\ntarget (issue 12): batch 32 >= 5x the tokens/s of batch 1: %.2fx, %s (load-robust: best "
+      "of %d rounds alternating batch 1 and batch 32, %.0f and %.0f tokens/s; the table's "
+      "medians: %.2fx)\n"
       "  5x batch 1 needs %.1f GFLOP/s over all products (5 x %.1f) for the whole decode; the "
       "fastest products of this run: sgemm %lld^3 on %d BLAS threads %.1f GFLOP/s, oneDNN "
       "float32 %.1f GFLOP/s (0: not built), the decoder's kernel at batch %lld %.1f GFLOP/s: the "
       "target needs %.2fx the fastest of them, sustained\n",
-      x32, x32 >= 5.0 ? "met" : "not met", 5 * all1, all1, static_cast<long long>(kPeakN),
-      kernels::blas_num_threads(), peak, dnn, static_cast<long long>(own_b), own,
-      fastest > 0 ? 5 * all1 / fastest : 0.0);
+      x32, x32 >= 5.0 ? "met" : "not met", kRobustRounds, robust.tps1, robust.tps32, median32,
+      5 * all1, all1, static_cast<long long>(kPeakN), kernels::blas_num_threads(), peak, dnn,
+      static_cast<long long>(own_b), own, fastest > 0 ? 5 * all1 / fastest : 0.0);
 }
 
 }  // namespace
@@ -562,7 +605,9 @@ int main(int argc, char** argv) {
   print_speedups(rep);
   print_steps(rep);
   print_layouts(rep);
-  print_batches(rep);
+  BatchRobust robust;
+  if (rep.has(batch_name(1)) && rep.has(batch_name(32))) robust = interleaved_batches();
+  print_batches(rep, robust);
   std::printf(
       "\nTargets (issue 4): medium at 256 tokens cached >= 20x faster than uncached; cached step "
       "at position 256 <= 1.5x position 16; cached step >= 50%% of cblas_sgemv GFLOP/s (step "
@@ -577,7 +622,9 @@ int main(int argc, char** argv) {
       "the decoder itself runs its row-independent packed kernel, so that a row decodes to the "
       "same bits in any batch). vs per-op: tokens/s against the same batch with every op split "
       "over the threads on its own instead of one part of the rows (sources) per thread. "
-      "Medians of 3 runs; the batch and its BLAS reference run back to back.\n");
+      "Medians of 3 runs; the batch and its BLAS reference run back to back; the batch-32 "
+      "target is judged on the best of 5 rounds alternating batch 1 and batch 32, as bench_train "
+      "judges issue 14's.\n");
   benchmark::Shutdown();
   return 0;
 }
