@@ -243,7 +243,8 @@ int64_t decode_inputs(const InferenceModel& m, int64_t B) {
   return tokens;
 }
 
-// decode_inputs at batch B.
+// decode_inputs at batch B: sentences/s, tokens/s, and the decoder's (GFLOP/s) and all
+// products' (all GFLOP/s) rates.
 // per_op: every op split over the threads on its own (infer/session.h's row split off), the way
 // the decoder ran before a step's rows were split into one part per thread.
 void BM_batch(benchmark::State& st, int64_t B, bool per_op) {
@@ -623,8 +624,9 @@ int main(int argc, char** argv) {
       "same bits in any batch). vs per-op: tokens/s against the same batch with every op split "
       "over the threads on its own instead of one part of the rows (sources) per thread. "
       "Medians of 3 runs; the batch and its BLAS reference run back to back; the batch-32 "
-      "target is judged on the best of 5 rounds alternating batch 1 and batch 32, as bench_train "
-      "judges issue 14's.\n");
+      "target is judged on the best of %d rounds alternating batch 1 and batch 32, as "
+      "bench_train judges issue 14's.\n",
+      kRobustRounds);
   benchmark::Shutdown();
   return 0;
 }
