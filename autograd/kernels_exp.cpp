@@ -39,6 +39,7 @@ constexpr float kC7 = 0x1.a01a02p-13f;
 // The portable path: the reference order every vector path keeps, lane by lane.
 float exp_one(float x) {
   if (std::isnan(x)) return x;
+  if (x <= kLo) return 0.0f;  // (the vector paths' zero scale: the same +0 as the steps below)
   const float c = std::min(std::max(x, kLo), kHi);
   const float j = std::fma(c, kLog2e, kShifter);
   const float nf = j - kShifter;
@@ -88,7 +89,9 @@ SEQTAPE_X86_TARGET("avx2,fma") SEQTAPE_INLINE __m256 exp8(__m256 x) {
   const __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1);
   const __m256i bias = _mm256_set1_epi32(127);
   const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  const __m256 above = _mm256_cmp_ps(x, _mm256_set1_ps(kLo), _CMP_NLE_UQ);  // (zero scale below)
+  const __m256 s2 =
+      _mm256_and_ps(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23)), above);
   const __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
   return _mm256_blendv_ps(e, x, nan);
 }
@@ -132,8 +135,9 @@ SEQTAPE_X86_TARGET("avx512f") SEQTAPE_INLINE __m512 exp16(__m512 x) {
   const __m512i bias = _mm512_set1_epi32(127);
   const __m512 s1 =
       _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, _mm512_add_epi32(n1, bias), 23));
+  const __mmask16 above = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kLo), _CMP_NLE_UQ);  // (zero scale)
   const __m512 s2 =
-      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, _mm512_add_epi32(n2, bias), 23));
+      _mm512_castsi512_ps(_mm512_maskz_slli_epi32(above, _mm512_add_epi32(n2, bias), 23));
   const __m512 e = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
   return _mm512_mask_blend_ps(nan, e, x);
 }

@@ -10,7 +10,9 @@
 // path (AVX-512, AVX2 + FMA, portable with std::fma), so the bits do not depend on the path, nor
 // on the thread, nor on an element's neighbours. Max relative error about 1 ulp for normal
 // results (tests/autograd/test_exp.cpp measures it); -inf gives +0, +inf gives +inf, NaN stays
-// NaN.
+// NaN. At or below -104 (where the steps above round to +0) every path gives +0 through a second
+// scale of zero: the multiply that underflows costs a microcode assist, which made rows with
+// masked scores (-inf) 3x slower (4096 softmax rows of 16 with the causal mask: 77 against 27 µs).
 #pragma once
 
 #include <cstdint>
