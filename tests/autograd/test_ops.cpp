@@ -307,11 +307,11 @@ namespace seqtape {
 namespace {
 
 // The fused attention op computes the graph the models used to build (split heads by permute,
-// scaled Q·Kᵀ, masked_fill -inf, softmax, P·V, merge heads): same values and gradients.
-TEST(FusedAttention, MatchesTheComposedGraph) {
+// scaled Q·Kᵀ, masked_fill -inf, softmax, P·V, merge heads): same values and gradients. Masks:
+// one per key, shared by the heads; and one per head and query row, shared by its keys (a
+// broadcast key axis).
+void expect_attention_matches_composed_graph(const Mask& mask) {
   const int64_t B = 2, Tq = 3, Tk = 4, H = 2, C = 6, Dh = C / H;
-  Mask mask({B, 1, Tq, Tk}, {0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1,    //
-                             0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0});  // a fully masked row
   Rng r(3);
   auto input = [&](Shape s) {
     Tensor t = Tensor::empty(std::move(s), DType::F64);
@@ -349,6 +349,15 @@ TEST(FusedAttention, MatchesTheComposedGraph) {
   near(dk, k.grad(), "dk");
   near(dv, v.grad(), "dv");
   tape.clear();
+}
+
+TEST(FusedAttention, MatchesTheComposedGraph) {
+  expect_attention_matches_composed_graph(
+      Mask({2, 1, 3, 4}, {0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1,     //
+                          0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}));  // a fully masked row
+  SCOPED_TRACE("mask [B, H, Tq, 1]");
+  expect_attention_matches_composed_graph(
+      Mask({2, 2, 3, 1}, {0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0}));  // whole rows masked
 }
 
 TEST(FusedAttention, RefusesBadShapesAndMasks) {
