@@ -199,3 +199,47 @@ TEST(VecExp, SoftmaxAndLogSoftmaxFloatAgainstDouble) {
     }
   }
 }
+
+// softmax_rows and log_softmax_rows<float> give the bits of the plain scalar steps (the row's
+// maximum by std::max in order, exp_shifted, the sum in order) on rows of every length up to
+// 80 with -inf and NaN among the scores: the vectorized maximum is exact and skips NaNs as
+// std::max(mx, x) does.
+TEST(VecExp, SoftmaxRowsKeepTheScalarStepsBits) {
+  seqtape::Rng rng(11);
+  const float ninf = -std::numeric_limits<float>::infinity();
+  int64_t rows = 0, with_nan = 0;
+  for (int64_t cols = 1; cols <= 80; ++cols) {
+    for (int t = 0; t < 40; ++t, ++rows) {
+      std::vector<float> x(static_cast<size_t>(cols)), y(x.size()), ly(x.size()), e(x.size());
+      bool nan = false;
+      for (float& v : x) {
+        const double u = rng.uniform();
+        v = u < (t % 4 == 0 ? 0.8 : 0.1) ? ninf
+            : u < 0.9 || t % 3 != 0      ? static_cast<float>(10.0 * rng.normal())
+                                         : std::numeric_limits<float>::quiet_NaN();
+        nan = nan || std::isnan(v);
+      }
+      with_nan += nan;
+      k::softmax_rows<float>(x.data(), y.data(), 1, cols);
+      k::log_softmax_rows<float>(x.data(), ly.data(), 1, cols);
+      float mx = ninf;
+      for (float v : x) mx = std::max(mx, v);
+      std::vector<float> ref(x.size(), 0.0f), lref(x.size(), ninf);
+      if (mx != ninf) {
+        k::exp_shifted(x.data(), mx, e.data(), cols);
+        float s = 0;
+        for (float v : e) s += v;
+        const float inv = 1.0f / s, lse = mx + std::log(s);
+        for (size_t c = 0; c < x.size(); ++c) {
+          ref[c] = e[c] * inv;
+          lref[c] = x[c] - lse;
+        }
+      }
+      for (size_t c = 0; c < x.size(); ++c) {
+        ASSERT_EQ(to_bits(y[c]), to_bits(ref[c])) << "cols " << cols << " t " << t << " c " << c;
+        ASSERT_EQ(to_bits(ly[c]), to_bits(lref[c])) << "cols " << cols << " t " << t << " c " << c;
+      }
+    }
+  }
+  EXPECT_GT(with_nan, rows / 10);
+}
