@@ -587,13 +587,20 @@ void print_batches(const bench::RatioReporter& rep, const BatchRobust& robust) {
       "\ntarget (issue 12): batch 32 >= 5x the tokens/s of batch 1: %.2fx, %s (load-robust: best "
       "of %d rounds alternating batch 1 and batch 32, %.0f and %.0f tokens/s; the table's "
       "medians: %.2fx)\n"
-      "  5x batch 1 needs %.1f GFLOP/s over all products (5 x %.1f) for the whole decode; the "
-      "fastest products of this run: sgemm %lld^3 on %d BLAS threads %.1f GFLOP/s, oneDNN "
-      "float32 %.1f GFLOP/s (0: not built), the decoder's kernel at batch %lld %.1f GFLOP/s: the "
-      "target needs %.2fx the fastest of them, sustained\n",
+      "  5x batch 1 needs %.1f GFLOP/s over all products (5 x %.1f) for the whole decode",
       x32, x32 >= 5.0 ? "met" : "not met", kRobustRounds, robust.tps1, robust.tps32, median32,
-      5 * all1, all1, static_cast<long long>(kPeakN), kernels::blas_num_threads(), peak, dnn,
-      static_cast<long long>(own_b), own, fastest > 0 ? 5 * all1 / fastest : 0.0);
+      5 * all1, all1);
+  // (a --benchmark_filter may have left the reference products out)
+  if (fastest <= 0) {
+    std::printf("\n");
+    return;
+  }
+  std::printf(
+      "; the fastest products of this run: sgemm %lld^3 on %d BLAS threads %.1f GFLOP/s, oneDNN "
+      "float32 %.1f GFLOP/s (0: not built or not run), the decoder's kernel at batch %lld %.1f "
+      "GFLOP/s: the target needs %.2fx the fastest of them, sustained\n",
+      static_cast<long long>(kPeakN), kernels::blas_num_threads(), peak, dnn,
+      static_cast<long long>(own_b), own, 5 * all1 / fastest);
 }
 
 }  // namespace
