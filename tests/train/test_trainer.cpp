@@ -297,6 +297,62 @@ TEST(Optimizers, AdamFirstStepMovesByLrTimesSign) {
   EXPECT_NEAR(ps[0].second.value().get(1), 2.1, 1e-6);
 }
 
+// Adam and AdamW in float (with L2 or decoupled decay, a clipping scale, three steps) give the
+// bits of the plain scalar formula, one rounding per operation in the optimizer's order, on this
+// process's vector path (tests/CMakeLists.txt runs this on the AVX2 and portable paths too), for
+// parameters whose sizes leave every kind of tail, one of them big enough to split over threads.
+TEST(Optimizers, AdamFloatKeepsTheScalarFormulasBits) {
+  Rng r(21);
+  for (OptimizerKind kind : {OptimizerKind::Adam, OptimizerKind::AdamW}) {
+    SCOPED_TRACE(optimizer_name(kind));
+    NamedParams ps;
+    std::vector<std::vector<float>> w, g;
+    for (int64_t n : {1, 7, 15, 16, 17, 40, 100003}) {
+      std::vector<float> wi(static_cast<size_t>(n)), gi(wi.size());
+      for (size_t j = 0; j < wi.size(); ++j) {
+        wi[j] = static_cast<float>(r.normal());
+        gi[j] = static_cast<float>(r.normal() * (j % 5 == 0 ? 1e-6 : 0.1));
+      }
+      NamedParams one = one_param(wi, gi);
+      ps.push_back({"p" + std::to_string(n), one[0].second});
+      w.push_back(wi);
+      g.push_back(gi);
+    }
+    OptimizerConfig c;
+    c.kind = kind;
+    c.weight_decay = 0.01;
+    Optimizer opt(ps, c);
+    std::vector<std::vector<float>> m(w.size()), v(w.size());
+    for (size_t i = 0; i < w.size(); ++i) m[i].assign(w[i].size(), 0.f), v[i] = m[i];
+    const double lrs[] = {1e-3, 3e-3, 2e-3}, scale = 0.7;
+    for (int t = 1; t <= 3; ++t) {
+      const double lr = lrs[t - 1];
+      opt.step(lr, scale);
+      const double bc1 = 1 - std::pow(c.beta1, t), bc2 = 1 - std::pow(c.beta2, t);
+      const float gs = static_cast<float>(scale), b1 = static_cast<float>(c.beta1),
+                  b2 = static_cast<float>(c.beta2), step = static_cast<float>(lr / bc1),
+                  denom = static_cast<float>(1 / std::sqrt(bc2)), eps = static_cast<float>(c.eps),
+                  l2 = kind == OptimizerKind::AdamW ? 0.f : static_cast<float>(c.weight_decay),
+                  decay =
+                      kind == OptimizerKind::AdamW ? static_cast<float>(lr * c.weight_decay) : 0.f;
+      for (size_t i = 0; i < w.size(); ++i) {
+        const Tensor& got = ps[i].second.value();
+        for (size_t j = 0; j < w[i].size(); ++j) {
+          float& wj = w[i][j];
+          const float gj = g[i][j] * gs + l2 * wj;
+          m[i][j] = b1 * m[i][j] + (1 - b1) * gj;
+          v[i][j] = b2 * v[i][j] + (1 - b2) * gj * gj;
+          wj -= decay * wj;
+          wj -= step * m[i][j] / (std::sqrt(v[i][j]) * denom + eps);
+          const float gotj = got.data<float>()[j];
+          ASSERT_EQ(std::memcmp(&gotj, &wj, sizeof wj), 0)
+              << ps[i].first << "[" << j << "] step " << t << ": " << gotj << " vs " << wj;
+        }
+      }
+    }
+  }
+}
+
 TEST(Optimizers, MomentumAccumulates) {
   NamedParams ps = one_param({0.f}, {1.f});
   OptimizerConfig c;
