@@ -18,20 +18,23 @@ namespace seqtape {
 
 namespace {
 
-// Adam's (and AdamW's) float update, the same steps in the same order on every path: the
-// portable loop, or 16 (AVX-512) or 8 (AVX2) elements at a time with the rest through the loop.
-// Each element only multiplies, adds, subtracts, divides and takes a square root, each rounded
-// once (this file is compiled with -ffp-contract=off, so no multiply and add become one fused
-// operation), so a path never changes a bit. The portable loop, vectorized by the compiler for
-// the baseline x86-64 (4 floats), was bound by its divisions and square roots: 0.9-1.0 ms for
-// the short model's 1.4M parameters on one thread.
-struct AdamF32 {
-  float gs, l2, b1, b2, c1, c2, step, denom_c, decay, eps;  // c1 = 1 − b1, c2 = 1 − b2
+// Adam's (and AdamW's) update with its constants in T: the loop (the float one vectorized by
+// the compiler for the baseline x86-64, 4 floats at a time), or for floats 16 (AVX-512) or 8
+// (AVX2) elements at a time with the rest through the loop. Each element only multiplies, adds,
+// subtracts, divides and takes a square root, in the same order on every path, each rounded once
+// (this file is compiled with -ffp-contract=off, so no multiply and add become one fused
+// operation), so a path never changes a bit. The 4-float loop was bound by its divisions and
+// square roots: 0.9-1.0 ms for the short model's 1.4M parameters on one thread.
+template <typename T>
+struct AdamConsts {
+  T gs, l2, b1, b2, c1, c2, step, denom_c, decay, eps;  // c1 = 1 − b1, c2 = 1 − b2
 };
+using AdamF32 = AdamConsts<float>;
 
-void adam_portable(float* w, const float* graw, float* m, float* v, int64_t n, const AdamF32& a) {
+template <typename T>
+void adam_portable(T* w, const T* graw, T* m, T* v, int64_t n, const AdamConsts<T>& a) {
   for (int64_t j = 0; j < n; ++j) {
-    const float gj = graw[j] * a.gs + a.l2 * w[j];
+    const T gj = graw[j] * a.gs + a.l2 * w[j];
     m[j] = a.b1 * m[j] + a.c1 * gj;
     v[j] = a.b2 * v[j] + a.c2 * gj * gj;
     w[j] -= a.decay * w[j];
@@ -70,7 +73,7 @@ __attribute__((target("avx512f"))) inline __m512 sqrt16(__m512 x) {
           wj, P##_div_ps(P##_mul_ps(step, mj), P##_add_ps(P##_mul_ps(SQRT(vj), dc), eps)));        \
       P##_storeu_ps(w + j, wj);                                                                    \
     }                                                                                              \
-    adam_portable(w + j, graw + j, m + j, v + j, n - j, a);                                        \
+    adam_portable<float>(w + j, graw + j, m + j, v + j, n - j, a);                                 \
   }                                                                                                \
   }
 SEQTAPE_ADAM_PATH(avx512, "avx512f", __m512, 16, _mm512, sqrt16)
@@ -142,22 +145,21 @@ void Optimizer::update(T* w, const T* graw, T* m, T* v, int64_t n, double lr, do
     case OptimizerKind::Adam:
     case OptimizerKind::AdamW: {  // bias-corrected moments; AdamW decays W directly
       const T b1 = static_cast<T>(cfg_.beta1), b2 = static_cast<T>(cfg_.beta2);
-      const T step = static_cast<T>(lr / bc1), denom_c = static_cast<T>(1 / std::sqrt(bc2));
-      const T decay =
-          cfg_.kind == OptimizerKind::AdamW ? static_cast<T>(lr * cfg_.weight_decay) : T(0);
-      if constexpr (std::is_same_v<T, float>) {
-        const AdamF32 a{gs,     l2,   b1,      b2,    1 - b1,
-                        1 - b2, step, denom_c, decay, static_cast<float>(cfg_.eps)};
-        SEQTAPE_ON_PATH(adam, adam_portable, w, graw, m, v, n, a);
-        break;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        T gj = g(j) + l2 * w[j];
-        m[j] = b1 * m[j] + (1 - b1) * gj;
-        v[j] = b2 * v[j] + (1 - b2) * gj * gj;
-        w[j] -= decay * w[j];
-        w[j] -= step * m[j] / (std::sqrt(v[j]) * denom_c + static_cast<T>(cfg_.eps));
-      }
+      const AdamConsts<T> a{
+          gs,
+          l2,
+          b1,
+          b2,
+          1 - b1,
+          1 - b2,
+          static_cast<T>(lr / bc1),
+          static_cast<T>(1 / std::sqrt(bc2)),
+          cfg_.kind == OptimizerKind::AdamW ? static_cast<T>(lr * cfg_.weight_decay) : T(0),
+          static_cast<T>(cfg_.eps)};
+      if constexpr (std::is_same_v<T, float>)
+        SEQTAPE_ON_PATH(adam, adam_portable<float>, w, graw, m, v, n, a);
+      else
+        adam_portable(w, graw, m, v, n, a);
       break;
     }
   }
