@@ -1,10 +1,11 @@
 // Crash-safe saving and exact resume, with the real binary: `seqtape train` saving after every
-// step is killed with SIGKILL at 50 seeded random moments: one in five anywhere from start-up
-// on, the others in steady training (after the run has logged a step), where most land inside
-// a save, which is most of a step's time here. After every kill the newest checkpoint loads, its
-// step never goes backwards, and at most the killed run's own temp file is left over. Then a
-// resumed run finishes, and every loss any of the 51 runs logged equals, bit for bit, the loss of
-// one uninterrupted run at that step.
+// step is killed with SIGKILL 50 times: one kill in five at a seeded random moment from start-up
+// on, two in five at a random moment of steady training (after the run has logged a step), and
+// two in five inside a save, found by stopping the run (SIGSTOP) at random moments until it is
+// stopped with its temp file open. After every kill the newest checkpoint loads, its step never
+// goes backwards, and at most the killed run's own temp file is left over. Then a resumed run
+// finishes, and every loss any of the 51 runs logged equals, bit for bit, the loss of one
+// uninterrupted run at that step.
 
 #include <gtest/gtest.h>
 
@@ -73,6 +74,33 @@ bool wait_for_training(const std::string& out_file, std::chrono::seconds limit) 
   return false;
 }
 
+bool has_temp_of(const fs::path& dir, pid_t pid) {
+  const std::string mine = "checkpoint.bin.tmp." + std::to_string(pid) + ".";
+  for (const auto& t : temp_files(dir))
+    if (t.starts_with(mine)) return true;
+  return false;
+}
+
+// Stops the run at random moments (SIGSTOP, then waits until it has stopped) until it is stopped
+// inside a save, i.e. with its own temp file present, and returns true with the run still
+// stopped. Otherwise lets it go on (SIGCONT) and tries again; false, with the run stopped, after
+// `limit`. A stopped run's files cannot change, so a SIGKILL then lands inside that save for
+// certain, however short saves are on this machine's file system.
+bool stop_inside_a_save(pid_t pid, const fs::path& dir, Rng& rng, std::chrono::seconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::microseconds(rng.below(2'001)));
+    if (::kill(pid, SIGSTOP) != 0) return false;
+    int status = 0;
+    while (::waitpid(pid, &status, WUNTRACED) < 0)
+      if (errno != EINTR) return false;
+    if (!WIFSTOPPED(status)) throw std::runtime_error("the run ended by itself");
+    if (has_temp_of(dir, pid)) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    ::kill(pid, SIGCONT);
+  }
+}
+
 class KillResume : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -125,29 +153,38 @@ TEST_F(KillResume, FiftyKillsLoseNoCheckpointAndResumeIsBitIdentical) {
   Rng rng(20240611);
   // Start-up kills: delays over start-up, the first saves and steady training. The others wait
   // for steady training first (start-up time varies with the machine and the sanitizers), then
-  // up to 30 ms: a save is most of each step.
+  // up to 30 ms, or until the run is caught inside a save.
   auto startup_delay_us = [](Rng& r) { return 2'000 + static_cast<int>(r.below(398'001)); };
   auto steady_delay_us = [](Rng& r) { return static_cast<int>(r.below(30'001)); };
   int64_t last_step = -1;
-  int during_save = 0, before_first_save = 0;
+  int during_save = 0, before_first_save = 0, aimed = 0;
   std::vector<pid_t> killed;
   for (int k = 0; k < kKills; ++k) {
     SCOPED_TRACE("kill " + std::to_string(k + 1));
     const bool resume = fs::exists(ckpt);
     const pid_t pid = spawn_cli(train_args("run", 1'000'000, 1, resume), dir_.path().string(),
                                 dir_.file("train.out"), dir_.file("train.err"));
-    const bool startup_kill = k % 5 == 4;
+    const bool startup_kill = k % 5 == 4, aimed_kill = k % 5 == 1 || k % 5 == 3;
     if (!startup_kill) {
       EXPECT_TRUE(wait_for_training(dir_.file("train.out"), std::chrono::seconds(120)))
           << "the run logged no step within 120 s: " << read_file(dir_.file("train.err"));
     }
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(startup_kill ? startup_delay_us(rng) : steady_delay_us(rng)));
+    bool caught = false;
+    if (aimed_kill) {
+      caught = stop_inside_a_save(pid, out, rng, std::chrono::seconds(20));
+      aimed += caught;
+    } else {
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(startup_kill ? startup_delay_us(rng) : steady_delay_us(rng)));
+    }
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     killed.push_back(pid);
     const int code = wait_child(pid);
     ASSERT_EQ(code, 128 + SIGKILL)
         << "the run ended by itself: " << read_file(dir_.file("train.err"));
+    if (caught) {
+      EXPECT_TRUE(has_temp_of(out, pid)) << "killed inside a save, yet no temp file";
+    }
 
     if (!fs::exists(ckpt)) {
       ASSERT_EQ(last_step, -1) << "a checkpoint that existed is gone";
@@ -175,10 +212,10 @@ TEST_F(KillResume, FiftyKillsLoseNoCheckpointAndResumeIsBitIdentical) {
   }
   ASSERT_GT(last_step, 0) << "no kill came after the first save";
   std::printf(
-      "[          ] %d kills: %d inside a save (temp file left), %d before the first "
-      "save; newest checkpoint at step %lld\n",
-      kKills, during_save, before_first_save, static_cast<long long>(last_step));
-  EXPECT_GE(during_save, 5) << "too few kills landed inside a save to test anything";
+      "[          ] %d kills: %d inside a save (temp file left; %d aimed there and caught), %d "
+      "before the first save; newest checkpoint at step %lld\n",
+      kKills, during_save, aimed, before_first_save, static_cast<long long>(last_step));
+  EXPECT_GE(aimed, 15) << "too few runs were caught inside a save to test anything";
 
   // Finish the interrupted run, then train once without interruption to the same step.
   const Losses seen_before = read_losses((out / "metrics.csv").string());
