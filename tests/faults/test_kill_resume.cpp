@@ -74,10 +74,15 @@ bool wait_for_training(const std::string& out_file, std::chrono::seconds limit) 
   return false;
 }
 
+// The start of the temp file names of the run with this pid (write_file_atomic's
+// "<path>.tmp.<pid>.<n>").
+std::string temp_prefix(pid_t pid) {
+  return "checkpoint.bin.tmp." + std::to_string(pid) + ".";
+}
+
 bool has_temp_of(const fs::path& dir, pid_t pid) {
-  const std::string mine = "checkpoint.bin.tmp." + std::to_string(pid) + ".";
   for (const auto& t : temp_files(dir))
-    if (t.starts_with(mine)) return true;
+    if (t.starts_with(temp_prefix(pid))) return true;
   return false;
 }
 
@@ -201,13 +206,11 @@ TEST_F(KillResume, FiftyKillsLoseNoCheckpointAndResumeIsBitIdentical) {
     // an earlier run's.
     const auto temps = temp_files(out);
     EXPECT_LE(temps.size(), 1u) << temps.size() << " temp files accumulated, e.g. " << temps[0];
-    const std::string mine = "checkpoint.bin.tmp." + std::to_string(pid) + ".";
     for (const auto& t : temps) {
       bool known = false;
-      for (pid_t p : killed)
-        known = known || t.starts_with("checkpoint.bin.tmp." + std::to_string(p) + ".");
+      for (pid_t p : killed) known = known || t.starts_with(temp_prefix(p));
       EXPECT_TRUE(known) << "temp file " << t << " of no run of this test";
-      during_save += t.starts_with(mine);
+      during_save += t.starts_with(temp_prefix(pid));
     }
   }
   ASSERT_GT(last_step, 0) << "no kill came after the first save";
