@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "train/checkpoint.h"
@@ -70,17 +71,14 @@ int run_copy_baseline(const EvalArgs& a, const std::vector<TextPair>& pairs) {
   return kOk;
 }
 
-// Teacher-forced loss and token accuracy with the training model built from the checkpoint.
-void teacher_forced(const EvalArgs& a, const std::vector<TextPair>& pairs, double& loss,
-                    double& accuracy) {
-  const Checkpoint c = load_checkpoint(a.model);
-  const ModelConfig cfg = checkpoint_config(c, a.model);
-  auto model = make_model(cfg);
-  load_params_into(*model, c.params, a.model);
-  const Vocab vocab = Vocab::from_tokens(c.vocab, a.model);
-  const Tokenizer tok(vocab);
-  const EncodedPairs enc = encode_pairs(cfg.arch, tok, pairs, a.data);
-  loss = validation_loss(*model, enc, a.batch, vocab.pad_id(), &accuracy);
+// Teacher-forced loss and token accuracy with a training model built from the model's files,
+// the text encoded by its own codec (the SentencePiece model it trained with, or characters).
+void teacher_forced(const EvalArgs& a, const ModelFiles& f, const std::vector<TextPair>& pairs,
+                    double& loss, double& accuracy) {
+  auto model = make_model(f.cfg);
+  load_params_into(*model, f.params, f.where);
+  const EncodedPairs enc = encode_pairs(f.cfg.arch, *f.codec, pairs, a.data);
+  loss = validation_loss(*model, enc, a.batch, f.vocab.pad_id(), &accuracy);
 }
 
 int run_eval(const EvalArgs& a) {
@@ -93,11 +91,12 @@ int run_eval(const EvalArgs& a) {
   const std::vector<TextPair> pairs = read_tsv(a.data);
   if (pairs.empty()) fail(a.data, "no examples to evaluate");
   if (a.copy_baseline) return run_copy_baseline(a, pairs);
+  // Checked whole (configuration, weights, tokenizer) as the decoding model first.
+  const ModelFiles f = read_model_files(a.model);
+  const InferenceModel model(f.cfg, f.vocab, f.params, f.where, WeightLayout::Decode, f.codec);
   double loss = 0, accuracy = 0;
-  teacher_forced(a, pairs, loss, accuracy);
+  teacher_forced(a, f, pairs, loss, accuracy);
 
-  const InferenceModel model = InferenceModel::load(a.model);
-  const Tokenizer tok(model.vocab());
   GenerateOptions o;
   o.beam = a.beam;
   o.max_new = model.config().max_positions;  // capped by max_positions in any case
@@ -105,7 +104,7 @@ int run_eval(const EvalArgs& a) {
   std::string hyps;
   for (size_t i = 0; i < pairs.size(); ++i) {
     const std::vector<int32_t> ids =
-        encode_input(model, tok, pairs[i].source, a.data + ":" + std::to_string(i + 1));
+        encode_input(model, model.codec(), pairs[i].source, a.data + ":" + std::to_string(i + 1));
     const GenerateResult r = generate(model, {ids}, o).at(0);
     scores.add(r.text, pairs[i].target);
     hyps += r.text + "\n";
@@ -124,7 +123,8 @@ void register_eval(CLI::App& app, Runner& run) {
       "eval",
       "Score a checkpoint on a TSV: loss, token accuracy, exact match, chrF, BLEU, TER, SER");
   sub->add_option("--model", a->model,
-                  "checkpoint.bin (or best.bin) written by seqtape train (required unless "
+                  "checkpoint.bin (or best.bin) written by seqtape train, its run directory "
+                  "(checkpoint.bin), or a directory written by seqtape export (required unless "
                   "--copy-baseline)");
   sub->add_option("--data", a->data, "test data: UTF-8 TSV, one source<TAB>target per line")
       ->required();

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "infer/load.h"
 #include "infer/model.h"
 #include "serve/server.h"
 
@@ -48,7 +49,7 @@ int run_serve(ServeArgs& a) {
   if (o.read_timeout_ms < 1 || o.write_timeout_ms < 1)
     throw UsageError("--read-timeout-ms and --write-timeout-ms must be at least 1");
   if (a.drain_ms < 0) throw UsageError("--drain-ms must be >= 0");
-  const InferenceModel model = InferenceModel::load(a.model);
+  const InferenceModel model = load_model(a.model);
   o.model_name = a.model;
   serve::Server server(model, o);
   const int port = server.bind();
@@ -93,7 +94,10 @@ void register_serve(CLI::App& app, Runner& run) {
       "  curl -s localhost:8080/v1/generate -d '{\"input\": \"我爱\", \"max_new\": 8}'\n"
       "  curl -sN localhost:8080/v1/generate -d '{\"input\": \"我爱\", \"stream\": true}'");
   serve::ServerOptions& o = a->o;
-  sub->add_option("--model", a->model, "checkpoint.bin written by seqtape train")->required();
+  sub->add_option("--model", a->model,
+                  "checkpoint.bin written by seqtape train, its run directory, or a directory "
+                  "written by seqtape export")
+      ->required();
   sub->add_option("--host", o.host, "address to listen on")->capture_default_str();
   sub->add_option("--port", o.port, "port (0 = a free one, printed)")->capture_default_str();
   sub->add_option("--queue", o.queue, "requests queued or running at most; more get 503")

@@ -1,14 +1,15 @@
-// load_model(): a checkpoint, a run directory, or an export directory.
+// read_model_files() and load_model(): a checkpoint, a run directory, or an export directory.
 //
 // Dimension key: none.
 #include "infer/load.h"
 
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "train/checkpoint.h"
+#include "train/envelope.h"
 #include "train/safetensors.h"
+#include "train/subword.h"
+#include "train/weights.h"
 
 namespace seqtape {
 
@@ -16,43 +17,68 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ModelConfig read_config(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(file.string(), "cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return ModelConfig::from_json(nlohmann::json::parse(text.str()));
-  } catch (const nlohmann::json::exception& e) {
-    fail(file.string(), std::string("invalid model configuration JSON: ") + e.what());
-  } catch (const Error& e) {
-    fail(file.string(), std::string("invalid model configuration: ") + e.what());
-  }
-  return {};  // not reached
-}
-
-// The three files `seqtape export` writes.
-InferenceModel load_export(const fs::path& dir, WeightLayout layout) {
+// The files `seqtape export` writes: config.json, vocab.txt, model.safetensors, and spm.model
+// for a SentencePiece model (its pieces must be vocab.txt's tokens). The safetensors metadata
+// names the tokenizer ("tokenizer"; exports written before it carried the key go by whether
+// spm.model is there), so that a missing spm.model is an Error rather than subword pieces read
+// as characters.
+ModelFiles read_export(const fs::path& dir) {
   for (const char* name : {"config.json", "vocab.txt", "model.safetensors"})
     if (!fs::is_regular_file(dir / name))
       fail(dir.string(), std::string("is a directory without checkpoint.bin and without ") + name +
                              " (expected a run directory or one written by seqtape export)");
-  const ModelConfig cfg = read_config(dir / "config.json");
-  Vocab vocab = Vocab::load((dir / "vocab.txt").string());
-  const std::string weights = (dir / "model.safetensors").string();
-  SafetensorsFile f = read_safetensors(weights);
-  return InferenceModel(cfg, std::move(vocab), f.tensors, weights, layout);
+  ModelFiles f;
+  const std::string config = (dir / "config.json").string();
+  f.cfg = config_from_json(read_user_file(config, "model configuration", kMaxConfigBytes), config);
+  f.vocab = Vocab::load((dir / "vocab.txt").string());
+  f.where = (dir / "model.safetensors").string();
+  SafetensorsFile weights = read_safetensors(f.where);
+  f.params = std::move(weights.tensors);
+  const std::string spm = (dir / kJointModelFile).string();
+  const bool has_spm = fs::is_regular_file(spm);
+  const auto named = weights.metadata.find("tokenizer");
+  const std::string kind = named != weights.metadata.end() ? named->second
+                           : has_spm                       ? std::string(kSentencePieceCodec)
+                                                           : std::string(kCharsCodec);
+  if (kind == kSentencePieceCodec && !has_spm)
+    fail(dir.string(), "was exported with a SentencePiece tokenizer (" + f.where + "), but its " +
+                           std::string(kJointModelFile) + " is missing");
+  if (kind == kCharsCodec && has_spm)
+    fail(dir.string(), "holds " + std::string(kJointModelFile) + ", but " + f.where +
+                           " says the model reads characters");
+  f.codec = codec_from_parts(
+      kind, f.vocab,
+      kind == kSentencePieceCodec ? read_user_file(spm, "SentencePiece model", kMaxVocabBytes) : "",
+      kind == kSentencePieceCodec ? spm : f.where);
+  return f;
 }
 
 }  // namespace
 
-InferenceModel load_model(const std::string& path, WeightLayout layout) {
+ModelFiles read_checkpoint_files(const std::string& path) {
+  Checkpoint ckpt = load_checkpoint(path);
+  ModelFiles f;
+  f.cfg = checkpoint_config(ckpt, path);
+  f.vocab = Vocab::from_tokens(ckpt.vocab, path + ": vocab");
+  // A malformed embedded SentencePiece model is an Error naming the file.
+  f.codec = codec_from_parts(ckpt.tokenizer_kind, f.vocab, std::move(ckpt.tokenizer_model), path);
+  f.params = std::move(ckpt.params);
+  f.where = path;
+  return f;
+}
+
+ModelFiles read_model_files(const std::string& path) {
   const fs::path p(path);
   std::error_code ec;
-  if (!fs::is_directory(p, ec)) return InferenceModel::load(path, layout);
+  if (!fs::is_directory(p, ec)) return read_checkpoint_files(path);
   if (fs::is_regular_file(p / "checkpoint.bin", ec))
-    return InferenceModel::load((p / "checkpoint.bin").string(), layout);
-  return load_export(p, layout);
+    return read_checkpoint_files((p / "checkpoint.bin").string());
+  return read_export(p);
+}
+
+InferenceModel load_model(const std::string& path, WeightLayout layout) {
+  ModelFiles f = read_model_files(path);
+  return InferenceModel(f.cfg, std::move(f.vocab), f.params, f.where, layout, std::move(f.codec));
 }
 
 }  // namespace seqtape

@@ -1,15 +1,36 @@
 #pragma once
 // Where a model comes from: a checkpoint file, a run directory holding checkpoint.bin, or a
-// directory written by `seqtape export` (config.json, vocab.txt, model.safetensors).
+// directory written by `seqtape export` (config.json, vocab.txt, model.safetensors, and spm.model
+// when the model reads text through SentencePiece).
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "infer/model.h"
 
 namespace seqtape {
 
-// A file: the checkpoint. A directory: its checkpoint.bin if present, else the export's three
-// files. Errors name the path and what is missing or wrong.
+// What a model's files hold, read and checked: the configuration, the vocabulary, the weights
+// by name ([in, out], as trained), the text codec over that vocabulary (the SentencePiece model
+// the run trained with, or characters) and the file the weights came from.
+struct ModelFiles {
+  ModelConfig cfg;
+  Vocab vocab;
+  std::vector<NamedTensor> params;
+  std::shared_ptr<const TextCodec> codec;
+  std::string where;
+};
+
+// A checkpoint file. Any damage, a bad configuration or a malformed embedded SentencePiece
+// model is an Error naming the file.
+ModelFiles read_checkpoint_files(const std::string& path);
+
+// A file: the checkpoint. A directory: its checkpoint.bin if present, else the export's files.
+// Errors name the path and what is missing or wrong.
+ModelFiles read_model_files(const std::string& path);
+
+// read_model_files, as a model for decoding.
 InferenceModel load_model(const std::string& path, WeightLayout layout = WeightLayout::Decode);
 
 }  // namespace seqtape

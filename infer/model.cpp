@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "autograd/kernels.h"
+#include "infer/load.h"
 #include "nn/param_names.h"
 #include "nn/sinusoidal.h"
 #include "train/weights.h"
@@ -156,11 +156,14 @@ void pack_ffn(FfnParams& f) {
 
 InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
                                const std::vector<NamedTensor>& params, const std::string& where,
-                               WeightLayout layout)
+                               WeightLayout layout, std::shared_ptr<const TextCodec> codec)
     : cfg_(cfg),
       vocab_(std::move(vocab)),
-      codec_(std::make_shared<const CharCodec>(vocab_)),
+      codec_(codec ? std::move(codec) : std::make_shared<const CharCodec>(vocab_)),
       layout_(layout) {
+  if (codec_->vocab().tokens() != vocab_.tokens())
+    fail(where, "the tokenizer's " + std::to_string(codec_->vocab().size()) +
+                    " tokens are not the vocabulary of " + std::to_string(vocab_.size()));
   check_config(cfg_, vocab_, where);
   // Names, shapes and finite values against nn's parameter list (train/weights.h).
   for (const auto& [name, t] : check_parameters(cfg_, params, where))
@@ -192,22 +195,8 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
 }
 
 InferenceModel InferenceModel::load(const std::string& path, WeightLayout layout) {
-  Checkpoint ckpt = load_checkpoint(path);
-  ModelConfig cfg;
-  try {
-    cfg = ModelConfig::from_json(nlohmann::json::parse(ckpt.config_json));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, std::string("invalid model configuration JSON: ") + e.what());
-  } catch (const Error& e) {
-    fail(path, std::string("invalid model configuration: ") + e.what());
-  }
-  Vocab vocab = Vocab::from_tokens(ckpt.vocab, path + ": vocab");
-  // A malformed embedded SentencePiece model is an Error naming the file.
-  std::shared_ptr<const TextCodec> codec =
-      codec_from_parts(ckpt.tokenizer_kind, vocab, std::move(ckpt.tokenizer_model), path);
-  InferenceModel m(cfg, std::move(vocab), ckpt.params, path, layout);
-  m.codec_ = std::move(codec);
-  return m;
+  ModelFiles f = read_checkpoint_files(path);
+  return InferenceModel(f.cfg, std::move(f.vocab), f.params, f.where, layout, std::move(f.codec));
 }
 
 }  // namespace seqtape

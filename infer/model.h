@@ -84,9 +84,12 @@ class InferenceModel {
   // copied, in the Training layout). Every parameter the configuration implies must be present
   // with its shape, no other name may appear, and every value must be finite; otherwise an
   // Error names `where` and the parameter. The vocabulary must have cfg.vocab_size tokens.
+  // codec: how text becomes ids (a SentencePiece model, say) over the same vocabulary; null for
+  // the character tokenizer over `vocab`.
   InferenceModel(const ModelConfig& cfg, Vocab vocab, const std::vector<NamedTensor>& params,
                  const std::string& where = "parameters",
-                 WeightLayout layout = WeightLayout::Training);
+                 WeightLayout layout = WeightLayout::Training,
+                 std::shared_ptr<const TextCodec> codec = nullptr);
 
   const ModelConfig& config() const { return cfg_; }
   const Vocab& vocab() const { return vocab_; }

@@ -60,11 +60,6 @@ std::vector<GenerateResult> generate(const InferenceModel& model,
   return strategy.run(context, st);
 }
 
-std::vector<int32_t> encode_input(const InferenceModel& model, const Tokenizer& tok,
-                                  std::string_view text, std::string_view context) {
-  return encode_input(model, CharCodec(tok.vocab()), text, context);
-}
-
 std::vector<int32_t> encode_input(const InferenceModel& model, const TextCodec& tok,
                                   std::string_view text, std::string_view context) {
   const std::string where(context);

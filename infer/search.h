@@ -54,9 +54,8 @@ std::vector<GenerateResult> generate(const InferenceModel& model,
 // vocabulary has no <sep>, as in datasets/f15). Errors for empty text,
 // characters the vocabulary cannot encode (without <unk>), and inputs longer than
 // max_positions.
+// tok: the model's own codec (model.codec()); another one only to test what it refuses.
 std::vector<int32_t> encode_input(const InferenceModel& model, const TextCodec& tok,
-                                  std::string_view text, std::string_view context = "input");
-std::vector<int32_t> encode_input(const InferenceModel& model, const Tokenizer& tok,
                                   std::string_view text, std::string_view context = "input");
 
 }  // namespace seqtape

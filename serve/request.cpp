@@ -175,8 +175,7 @@ void check_options(const json& j, const GenerateOptions& o, const Limits& limits
 }
 
 // Each text within the byte limit, tokenized.
-void encode_texts(const InferenceModel& model, const Tokenizer& tok, const Limits& limits,
-                  GenerateRequest& r) {
+void encode_texts(const InferenceModel& model, const Limits& limits, GenerateRequest& r) {
   for (size_t b = 0; b < r.texts.size(); ++b) {
     const std::string field = r.list ? "inputs[" + std::to_string(b) + "]" : "input";
     if (r.texts[b].size() > limits.max_input_bytes)
@@ -184,7 +183,7 @@ void encode_texts(const InferenceModel& model, const Tokenizer& tok, const Limit
                                     " bytes, more than the limit of " +
                                     std::to_string(limits.max_input_bytes));
     try {
-      r.inputs.push_back(encode_input(model, tok, r.texts[b], field));
+      r.inputs.push_back(encode_input(model, model.codec(), r.texts[b], field));
     } catch (const Error& e) {
       throw RequestError(field, e.what());
     }
@@ -194,14 +193,14 @@ void encode_texts(const InferenceModel& model, const Tokenizer& tok, const Limit
 }  // namespace
 
 GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,
-                                       const Tokenizer& tok, const Limits& limits) {
+                                       const Limits& limits) {
   const json j = parse_body(body, limits);
   GenerateRequest r;
   read_texts(j, limits, r);
   if (j.contains("stream")) r.stream = get_bool(j["stream"], "stream");
   read_options(j, model, r.options);
   check_options(j, r.options, limits);
-  encode_texts(model, tok, limits, r);
+  encode_texts(model, limits, r);
   return r;
 }
 

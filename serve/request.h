@@ -43,7 +43,8 @@ struct GenerateRequest {
 // The field names a body may use, in the order /v1/model and --help list them.
 const std::vector<std::string>& request_fields();
 
+// The inputs are encoded with the model's own codec (its SentencePiece model, or characters).
 GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,
-                                       const Tokenizer& tok, const Limits& limits);
+                                       const Limits& limits);
 
 }  // namespace seqtape::serve

@@ -93,7 +93,6 @@ struct EventQueue {
 struct Server::Impl {
   const InferenceModel& model;
   ServerOptions opt;
-  Tokenizer tok;
   std::unique_ptr<Scheduler> scheduler;
   httplib::Server http;
   std::atomic<bool> stopping{false};
@@ -110,7 +109,6 @@ struct Server::Impl {
   Impl(const InferenceModel& m, ServerOptions o)
       : model(m),
         opt(std::move(o)),
-        tok(m.vocab()),
         scheduler(make_scheduler(opt.scheduler, m, opt.queue, opt.max_batch, opt.before_step)) {
     const size_t threads = std::max<size_t>(opt.http_threads, 2);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -192,7 +190,7 @@ struct Server::Impl {
     if (stopping) return send_error(res, 503, "", "the server is shutting down");
     GenerateRequest r;
     try {
-      r = parse_generate_request(req.body, model, tok, opt.limits);
+      r = parse_generate_request(req.body, model, opt.limits);
     } catch (const RequestError& e) {
       return send_error(res, 400, e.field, e.what());
     }

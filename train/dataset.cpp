@@ -208,10 +208,6 @@ std::vector<LmExample> encode_lm_examples(const TextCodec& tok, const std::vecto
                                           std::string_view name) {
   return encode_lm_examples_t(tok, pairs, name);
 }
-EncodedPairs encode_pairs(Arch arch, const Tokenizer& tok, const std::vector<TextPair>& pairs,
-                          std::string_view name) {
-  return encode_pairs_t(arch, tok, pairs, name);
-}
 EncodedPairs encode_pairs(Arch arch, const TextCodec& tok, const std::vector<TextPair>& pairs,
                           std::string_view name) {
   return encode_pairs_t(arch, tok, pairs, name);

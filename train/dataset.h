@@ -111,9 +111,8 @@ struct EncodedPairs {
   // What it should produce: the target ids, without <eos>.
   std::vector<int32_t> target(size_t i) const;
 };
-// Context of pair i is "name:line", as for encode_examples.
-EncodedPairs encode_pairs(Arch arch, const Tokenizer& tok, const std::vector<TextPair>& pairs,
-                          std::string_view name);
+// Context of pair i is "name:line", as for encode_examples. tok: the model's codec (a
+// SentencePiece model reads text its own way; CharCodec for a character vocabulary).
 EncodedPairs encode_pairs(Arch arch, const TextCodec& tok, const std::vector<TextPair>& pairs,
                           std::string_view name);
 

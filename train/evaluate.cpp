@@ -60,11 +60,6 @@ std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const 
   return out;
 }
 
-EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vector<TextPair>& data,
-                    int64_t batch, int64_t eval_max) {
-  return evaluate(model, CharCodec(vocab), data, batch, eval_max);
-}
-
 EvalResult evaluate(TransformerModel& model, const TextCodec& tok,
                     const std::vector<TextPair>& data, int64_t batch, int64_t eval_max) {
   EvalResult r;

@@ -49,10 +49,8 @@ std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const 
                                                  const EncodedPairs& data, int64_t batch,
                                                  int64_t max_examples);
 
-// Loss over all of `data`, exact match over its first eval_max pairs.
-EvalResult evaluate(TransformerModel& model, const Vocab& vocab, const std::vector<TextPair>& data,
-                    int64_t batch, int64_t eval_max);
-// The same through any codec (a SentencePiece model); the Vocab form uses the character codec.
+// Loss over all of `data`, exact match over its first eval_max pairs, the text read through the
+// model's codec (its SentencePiece model, or CharCodec for a character vocabulary).
 EvalResult evaluate(TransformerModel& model, const TextCodec& codec,
                     const std::vector<TextPair>& data, int64_t batch, int64_t eval_max);
 

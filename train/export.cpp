@@ -38,7 +38,8 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
   write_safetensors(r.safetensors_path, c.params,
                     {{"format", "seqtape"},
                      {"linear_layout", "[in, out]: y = x @ W + b"},
-                     {"step", std::to_string(c.step)}});
+                     {"step", std::to_string(c.step)},
+                     {"tokenizer", c.tokenizer_kind}});
   // Each write checked (write_file_atomic): a failure is an Error naming the file.
   write_file_atomic((dir / "config.json").string(), {cfg.to_json().dump(2) + "\n"});
   std::string vocab;

@@ -7,8 +7,12 @@
 namespace seqtape {
 
 ModelConfig checkpoint_config(const Checkpoint& c, const std::string& where) {
+  return config_from_json(c.config_json, where);
+}
+
+ModelConfig config_from_json(const std::string& text, const std::string& where) {
   try {
-    return ModelConfig::from_json(nlohmann::json::parse(c.config_json));
+    return ModelConfig::from_json(nlohmann::json::parse(text));
   } catch (const nlohmann::json::exception& e) {
     fail(where, std::string("invalid configuration: ") + e.what());
   } catch (const Error& e) {

@@ -13,8 +13,10 @@
 
 namespace seqtape {
 
-// The checkpoint's model configuration; Error "<where>: invalid configuration: ..." when its
-// JSON does not parse or holds a bad value.
+// A model configuration from its JSON text (a checkpoint's, or an export's config.json); Error
+// "<where>: invalid configuration: ..." when the JSON does not parse or holds a bad value.
+ModelConfig config_from_json(const std::string& text, const std::string& where);
+// The checkpoint's model configuration (config_from_json of what it carries).
 ModelConfig checkpoint_config(const Checkpoint& c, const std::string& where);
 
 // Checks that `params` are exactly the parameters cfg implies: every name once, with its shape,

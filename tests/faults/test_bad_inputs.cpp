@@ -18,8 +18,14 @@
 #include <sstream>
 
 #include "fault_util.h"
+#include "infer/model.h"
 #include "train/checkpoint.h"
 #include "train/copy_task.h"
+#include "train/dataset.h"
+#include "train/evaluate.h"
+#include "train/export.h"
+#include "train/model_io.h"
+#include "train/safetensors.h"
 #include "train/subword.h"
 #include "train/tokenizer.h"
 #include "train/trainer.h"
@@ -145,6 +151,11 @@ class Workspace {
     save_as("bad_spm", spm);
 
     put("a_file", "not a directory\n");
+    // An export whose metadata names a SentencePiece tokenizer, without its spm.model.
+    export_checkpoint(dir_.file("run/checkpoint.bin"), dir_.file("bad/export_no_spm"));
+    SafetensorsFile st = read_safetensors(dir_.file("bad/export_no_spm/model.safetensors"));
+    st.metadata["tokenizer"] = "sentencepiece";
+    write_safetensors(dir_.file("bad/export_no_spm/model.safetensors"), st.tensors, st.metadata);
 
     // Issue 11: special files, huge sparse files, links that loop.
     ::mkfifo(dir_.file("bad/fifo").c_str(), 0644);
@@ -1043,6 +1054,21 @@ const std::vector<Row>& rows() {
        {"generate", "--model", "bad", "--input", "今天"},
        kData,
        {"bad", "checkpoint.bin", "config.json"}},
+      {"generate_export_without_spm",
+       "--model names an export whose metadata calls for a spm.model that is missing",
+       {"generate", "--model", "bad/export_no_spm", "--input", "今天"},
+       kData,
+       {"bad/export_no_spm", "SentencePiece", "spm.model is missing"}},
+      {"eval_model_dir_without_model",
+       "eval --model names a directory with neither checkpoint.bin nor an export",
+       {"eval", "--model", "bad", "--data", "data/valid.tsv"},
+       kData,
+       {"bad", "checkpoint.bin", "config.json"}},
+      {"serve_model_dir_without_model",
+       "serve --model names a directory with neither checkpoint.bin nor an export",
+       {"serve", "--model", "bad", "--port", "0"},
+       kData,
+       {"bad", "checkpoint.bin", "config.json"}},
   };
   return r;
 }
@@ -1431,6 +1457,59 @@ TEST(EvalCli, ModelPrintsEveryMetric) {
        {"examples", "loss", "token_accuracy", "exact_match", "chrf", "bleu", "ter", "ser", "beam"})
     EXPECT_TRUE(j.contains(k)) << k << " in " << r.out;
   EXPECT_GT(j["examples"].get<int64_t>(), 0);
+}
+
+// eval reads a SentencePiece model's text through that model, as generate does: its hypotheses
+// are generate's, its loss the trainer's validation loss over the same codec, from the
+// checkpoint, the run directory and its export alike.
+TEST(EvalCli, SubwordModelReadsTextThroughItsSentencePieceModel) {
+  const std::string dir = Workspace::get().dir() + "/spm_eval";
+  std::string tsv, sources;
+  for (const char* det : {"das", "ein", "kein", "mein"})
+    for (const char* noun : {"Haus", "Garten", "Fenster", "Wasser", "Schule", "Stadt"}) {
+      tsv += std::string(det) + " " + noun + "\t" + det + " " + noun + "\n";
+      sources += std::string(det) + " " + noun + "\n";
+    }
+  write_file(dir + "/data.tsv", tsv);
+  write_file(dir + "/sources.txt", sources);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"vocab", "--data", "data.tsv", "--type", "unigram", "--size", "40",
+                                 "--out", "v"},
+        {"train", "--data", "data.tsv", "--vocab", "v", "--preset", "seed", "--steps", "3",
+         "--batch", "8", "--out", "run"},
+        {"export", "--model", "run/checkpoint.bin", "--out", "exported"}}) {
+    const CliResult r = run_cli(args, dir);
+    ASSERT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+  }
+  const InferenceModel m = InferenceModel::load(dir + "/run/checkpoint.bin");
+  // eval decodes up to max_positions new tokens
+  const CliResult gen = run_cli({"generate", "--model", "run", "--input-file", "sources.txt",
+                                 "--json", "--max-new", std::to_string(m.config().max_positions)},
+                                dir);
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  std::string want_hyps;
+  std::istringstream lines(gen.out);
+  for (std::string line; std::getline(lines, line);)
+    want_hyps += nlohmann::json::parse(line)["text"].get<std::string>() + "\n";
+
+  auto net = make_model(m.config());
+  load_params_into(*net, load_checkpoint(dir + "/run/checkpoint.bin").params, "run");
+  const std::vector<TextPair> pairs = read_tsv(dir + "/data.tsv");
+  const EncodedPairs enc = encode_pairs(m.config().arch, m.codec(), pairs, "data.tsv");
+  double accuracy = 0;
+  const double want_loss = validation_loss(*net, enc, 32, m.vocab().pad_id(), &accuracy);
+  const EncodedPairs chars = encode_pairs(m.config().arch, CharCodec(m.vocab()), pairs, "data.tsv");
+  ASSERT_NE(enc.prompt(0), chars.prompt(0)) << "the test needs text characters read differently";
+
+  for (const std::string model : {"run/checkpoint.bin", "run", "exported"}) {
+    const CliResult r = run_cli(
+        {"eval", "--model", model, "--data", "data.tsv", "--json", "--out", "hyps.txt"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << model << ": " << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(read_file(dir + "/hyps.txt"), want_hyps) << model;
+    EXPECT_NEAR(j["loss"].get<double>(), want_loss, 1e-9 * std::abs(want_loss)) << model;
+    EXPECT_NEAR(j["token_accuracy"].get<double>(), accuracy, 1e-12) << model;
+  }
 }
 
 }  // namespace

@@ -428,12 +428,12 @@ TEST(InferModel, CheckpointRoundTripDecodesLikeTheLiveModel) {
 TEST(InferModel, EncodeInputChecksTextAndLength) {
   auto net = make_model(small_config(Arch::Seq2Seq, NormPlacement::Post));
   InferenceModel m = view_of(*net);
-  Tokenizer tok(m.vocab());
+  const TextCodec& tok = m.codec();
   EXPECT_EQ(encode_input(m, tok, "今天"), (std::vector<int32_t>{5, 6, 2}));
   EXPECT_THROW(encode_input(m, tok, ""), Error);
   EXPECT_THROW(encode_input(m, tok, std::string(30, 'a')), Error);  // > max_positions 24
-  Tokenizer no_unk(Vocab::from_tokens({"<pad>", "<bos>", "<eos>", "<sep>", "今", "天", "气", "很",
-                                       "好", "学习", "！", "a", "b", "x"}));
+  const CharCodec no_unk(Vocab::from_tokens({"<pad>", "<bos>", "<eos>", "<sep>", "今", "天", "气",
+                                             "很", "好", "学习", "！", "a", "b", "x"}));
   EXPECT_THROW(encode_input(m, no_unk, "今Z"), Error);  // no <unk>: the tokenizer refuses
   auto lm = make_model(small_config(Arch::DecoderOnly, NormPlacement::Post));
   InferenceModel ml = view_of(*lm);

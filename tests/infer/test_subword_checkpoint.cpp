@@ -3,16 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/dataset.h"
 #include "train/export.h"
+#include "train/safetensors.h"
 #include "train/subword.h"
 #include "train/trainer.h"
 
@@ -122,6 +125,58 @@ TEST(SubwordTraining, CheckpointCarriesTheModelAndGenerateNeedsNothingElse) {
   const TrainReport r2 = train(more, log);
   EXPECT_EQ(r2.first_step, 5);
   EXPECT_EQ(load_checkpoint(ckpt_path).tokenizer_model, sp.model_bytes());
+}
+
+// The checkpoint, its run directory and its export are one model: each reads text through the
+// run's SentencePiece model and decodes the same tokens. An export whose spm.model is gone, or
+// that holds one its metadata does not name, is an Error, never pieces read as characters.
+TEST(SubwordTraining, CheckpointRunDirectoryAndExportReadTextTheSameWay) {
+  TempDir dir("subword_load");
+  const SubwordTokenizer sp = write_data_and_vocab(dir);
+  std::ostringstream log;
+  train(tiny_options(dir), log);
+  export_checkpoint(dir.file("run/checkpoint.bin"), dir.file("export"));
+  const std::string text = "kein Haus";
+  std::vector<int32_t> want_ids = sp.encode(text);
+  want_ids.push_back(sp.vocab().eos_id());
+  ASSERT_NE(want_ids, encode_input(InferenceModel::load(dir.file("run/checkpoint.bin")),
+                                   CharCodec(sp.vocab()), text))
+      << "the test needs a text the character tokenizer reads differently";
+  GenerateOptions o;
+  o.max_new = o.min_new = 8;
+  std::vector<int32_t> want_tokens;
+  for (const std::string path : {"run/checkpoint.bin", "run", "export"}) {
+    const InferenceModel m = load_model(dir.file(path));
+    EXPECT_EQ(m.codec().kind(), "sentencepiece") << path;
+    const std::vector<int32_t> ids = encode_input(m, m.codec(), text);
+    EXPECT_EQ(ids, want_ids) << path;
+    const GenerateResult r = generate(m, {ids}, o).at(0);
+    EXPECT_EQ(r.text, sp.decode(r.tokens)) << path;
+    if (want_tokens.empty()) want_tokens = r.tokens;
+    EXPECT_EQ(r.tokens, want_tokens) << path;
+  }
+  const SafetensorsFile st = read_safetensors(dir.file("export/model.safetensors"));
+  EXPECT_EQ(st.metadata.at("tokenizer"), "sentencepiece");
+
+  // An export written before the metadata named the tokenizer goes by its spm.model.
+  std::map<std::string, std::string> old_meta = st.metadata;
+  old_meta.erase("tokenizer");
+  write_safetensors(dir.file("export/model.safetensors"), st.tensors, old_meta);
+  EXPECT_EQ(load_model(dir.file("export")).codec().kind(), "sentencepiece");
+  // Without its spm.model, an export that says it needs one is refused.
+  write_safetensors(dir.file("export/model.safetensors"), st.tensors, st.metadata);
+  fs::rename(dir.file("export/spm.model"), dir.file("spm.model.away"));
+  EXPECT_ERROR_HAS(load_model(dir.file("export")), "spm.model is missing");
+  // A character model's export next to a stray spm.model is refused too.
+  TrainOptions chars = tiny_options(dir);
+  chars.vocab.clear();
+  chars.out_dir = dir.file("chars");
+  chars.steps = 1;
+  train(chars, log);
+  export_checkpoint(dir.file("chars/checkpoint.bin"), dir.file("chars_export"));
+  EXPECT_EQ(load_model(dir.file("chars_export")).codec().kind(), "chars");
+  fs::rename(dir.file("spm.model.away"), dir.file("chars_export/spm.model"));
+  EXPECT_ERROR_HAS(load_model(dir.file("chars_export")), "says the model reads characters");
 }
 
 TEST(SubwordTraining, CharacterRunsStayCharacterCheckpoints) {

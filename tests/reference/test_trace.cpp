@@ -183,11 +183,11 @@ TEST(Trace, EmbeddedF15TraceOfThePageIsCurrent) {
   const auto start = js.find('{', at), end = js.rfind('}');
   json embedded = json::parse(js.substr(start, end - start + 1));
   InferenceModel m = InferenceModel::load(root + "/datasets/f15/checkpoint.bin");
-  Tokenizer tok(m.vocab());
   GenerateOptions opt;
   TraceOptions topt;
   topt.input_text = "我爱";
-  json fresh = generate_traced(m, encode_input(m, tok, "我爱"), opt, GreedySearch(), topt).trace;
+  json fresh =
+      generate_traced(m, encode_input(m, m.codec(), "我爱"), opt, GreedySearch(), topt).trace;
   ASSERT_EQ(embedded["steps"].size(), fresh["steps"].size());
   for (size_t i = 0; i < fresh["steps"].size(); ++i) {
     const json &a = embedded["steps"][i], &b = fresh["steps"][i];

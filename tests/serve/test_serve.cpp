@@ -12,9 +12,11 @@
 #include <mutex>
 #include <random>
 
+#include "infer/load.h"
 #include "infer/result_json.h"
 #include "infer/search.h"
 #include "tests/serve/serve_util.h"
+#include "tests/test_util.h"
 
 extern char** environ;
 
@@ -90,8 +92,7 @@ Spec make_spec(std::mt19937& rng, int i) {
 }
 
 json offline(const std::string& text, const GenerateOptions& o) {
-  const Tokenizer tok(f15().vocab());
-  const std::vector<int32_t> ids = encode_input(f15(), tok, text);
+  const std::vector<int32_t> ids = encode_input(f15(), f15().codec(), text);
   const GenerateResult r = generate(f15(), {ids}, o).at(0);
   return serve_test::timeless(result_json(text, unk_count(f15().vocab(), ids), r, o, 0.0));
 }
@@ -474,10 +475,9 @@ TEST(Serve, AnswersEqualTheGenerateCommand) {
 
 std::shared_ptr<serve::Job> make_job(const std::vector<std::string>& texts,
                                      const GenerateOptions& o) {
-  const Tokenizer tok(f15().vocab());
   auto job = std::make_shared<serve::Job>();
   job->texts = texts;
-  for (const std::string& t : texts) job->inputs.push_back(encode_input(f15(), tok, t));
+  for (const std::string& t : texts) job->inputs.push_back(encode_input(f15(), f15().codec(), t));
   job->options = o;
   return job;
 }
@@ -545,6 +545,63 @@ void expect_drains_then_cancels(serve::Scheduler& sched, const std::atomic<int>&
   EXPECT_EQ(st.rejected, 2);
   EXPECT_EQ(st.queued, 0);
   EXPECT_EQ(st.running, 0);
+}
+
+// Runs a shell command; its stdout, and fails the test unless it exits 0.
+std::string command_output(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  EXPECT_NE(p, nullptr) << cmd;
+  if (!p) return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << cmd;
+  return out;
+}
+
+// A model whose text goes through SentencePiece (a few steps of `seqtape train --vocab`, served
+// from its run directory) reads each request with its own SentencePiece model, as generate
+// does: spaces are pieces' "▁", not unknown characters.
+TEST(Serve, SubwordModelReadsRequestsThroughItsSentencePieceModel) {
+  test_util::TempDir dir("serve_subword");
+  std::string tsv;
+  for (const char* det : {"das", "ein", "kein", "mein"})
+    for (const char* noun : {"Haus", "Garten", "Fenster", "Wasser", "Schule", "Stadt"})
+      tsv += std::string(det) + " " + noun + "\t" + det + " " + noun + "\n";
+  std::FILE* f = std::fopen(dir.file("data.tsv").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(tsv.c_str(), f);
+  std::fclose(f);
+  const std::string cli = SEQTAPE_CLI_PATH, quiet = " >/dev/null 2>&1";
+  command_output(cli + " vocab --data " + dir.file("data.tsv") +
+                 " --type unigram --size 40 --out " + dir.file("v") + quiet);
+  command_output(cli + " train --data " + dir.file("data.tsv") + " --vocab " + dir.file("v") +
+                 " --preset seed --steps 3 --batch 8 --out " + dir.file("run") + quiet);
+  const InferenceModel m = load_model(dir.file("run"));
+  ASSERT_EQ(m.codec().kind(), "sentencepiece");
+  const std::string text = "ein Haus und kein Garten";
+  const std::vector<int32_t> ids = encode_input(m, m.codec(), text);
+  ASSERT_NE(ids, encode_input(m, CharCodec(m.vocab()), text))
+      << "the test needs a text the character tokenizer reads differently";
+
+  RunningServer srv(m, test_options());
+  httplib::Client client("127.0.0.1", srv.port);
+  GenerateOptions o;
+  o.max_new = o.min_new = 6;  // an undertrained model: six tokens whatever it prefers
+  const json body = {{"input", text}, {"max_new", 6}, {"min_new", 6}};
+  auto res = client.Post("/v1/generate", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json got = json::parse(res->body);
+  EXPECT_EQ(got["unk"], 0);
+  const GenerateResult r = generate(m, {ids}, o).at(0);
+  EXPECT_EQ(serve_test::timeless(got),
+            serve_test::timeless(result_json(text, unk_count(m.vocab(), ids), r, o, 0.0)));
+  const std::string offline =
+      command_output(cli + " generate --json --model " + dir.file("run") + " --input '" + text +
+                     "' --max-new 6 --min-new 6 2>/dev/null");
+  EXPECT_EQ(serve_test::timeless(got), serve_test::timeless(json::parse(offline)));
 }
 
 TEST(Serve, SerialSchedulerDrainsThenCancels) {

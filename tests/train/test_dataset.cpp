@@ -133,7 +133,7 @@ TEST(Encode, DecoderOnlyMasksThePrompt) {
 }
 
 TEST(Encode, EncodedPairsGivePromptAndTargetForBothArchitectures) {
-  const Tokenizer tok(Vocab::from_tokens(
+  const CharCodec tok(Vocab::from_tokens(
       {"<pad>", "<bos>", "<eos>", "今", "天", "气", "很", "好", "的", "是", "<sep>"}));
   const std::vector<TextPair> pairs = {{"今天", "好", 1}, {"气", "很好的", 2}};
   const EncodedPairs s2s = encode_pairs(Arch::Seq2Seq, tok, pairs, "p");
