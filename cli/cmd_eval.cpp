@@ -14,13 +14,11 @@
 #include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
-#include "train/checkpoint.h"
 #include "train/dataset.h"
 #include "train/envelope.h"
 #include "train/evaluate.h"
 #include "train/metrics.h"
 #include "train/model_io.h"
-#include "train/weights.h"
 
 namespace seqtape::cli {
 
