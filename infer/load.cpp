@@ -40,16 +40,18 @@ ModelFiles read_export(const fs::path& dir) {
   const std::string kind = named != weights.metadata.end() ? named->second
                            : has_spm                       ? std::string(kSentencePieceCodec)
                                                            : std::string(kCharsCodec);
-  if (kind == kSentencePieceCodec && !has_spm)
-    fail(dir.string(), "was exported with a SentencePiece tokenizer (" + f.where + "), but its " +
-                           std::string(kJointModelFile) + " is missing");
-  if (kind == kCharsCodec && has_spm)
+  std::string model_bytes, where = f.where;  // the codec's: none for characters
+  if (kind == kSentencePieceCodec) {
+    if (!has_spm)
+      fail(dir.string(), "was exported with a SentencePiece tokenizer (" + f.where + "), but its " +
+                             std::string(kJointModelFile) + " is missing");
+    model_bytes = read_user_file(spm, "SentencePiece model", kMaxVocabBytes);
+    where = spm;
+  } else if (kind == kCharsCodec && has_spm) {
     fail(dir.string(), "holds " + std::string(kJointModelFile) + ", but " + f.where +
                            " says the model reads characters");
-  f.codec = codec_from_parts(
-      kind, f.vocab,
-      kind == kSentencePieceCodec ? read_user_file(spm, "SentencePiece model", kMaxVocabBytes) : "",
-      kind == kSentencePieceCodec ? spm : f.where);
+  }
+  f.codec = codec_from_parts(kind, f.vocab, std::move(model_bytes), where);
   return f;
 }
 

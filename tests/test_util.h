@@ -74,6 +74,16 @@ std::string error_of(Fn&& fn) {
   return {};
 }
 
+// 24 short German phrases with spaces and shared stems ("kein Haus"): text that a SentencePiece
+// model splits into subwords and the character tokenizer reads differently.
+inline std::vector<std::string> german_phrases() {
+  std::vector<std::string> out;
+  for (const char* det : {"das", "ein", "kein", "mein"})
+    for (const char* noun : {"Haus", "Garten", "Fenster", "Wasser", "Schule", "Stadt"})
+      out.push_back(std::string(det) + " " + noun);
+  return out;
+}
+
 }  // namespace seqtape::test_util
 
 // stmt must throw a seqtape::Error whose message contains text.

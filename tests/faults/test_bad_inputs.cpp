@@ -1465,11 +1465,10 @@ TEST(EvalCli, ModelPrintsEveryMetric) {
 TEST(EvalCli, SubwordModelReadsTextThroughItsSentencePieceModel) {
   const std::string dir = Workspace::get().dir() + "/spm_eval";
   std::string tsv, sources;
-  for (const char* det : {"das", "ein", "kein", "mein"})
-    for (const char* noun : {"Haus", "Garten", "Fenster", "Wasser", "Schule", "Stadt"}) {
-      tsv += std::string(det) + " " + noun + "\t" + det + " " + noun + "\n";
-      sources += std::string(det) + " " + noun + "\n";
-    }
+  for (const std::string& p : test_util::german_phrases()) {
+    tsv += p + "\t" + p + "\n";
+    sources += p + "\n";
+  }
   write_file(dir + "/data.tsv", tsv);
   write_file(dir + "/sources.txt", sources);
   for (const std::vector<std::string>& args :

@@ -566,9 +566,7 @@ std::string command_output(const std::string& cmd) {
 TEST(Serve, SubwordModelReadsRequestsThroughItsSentencePieceModel) {
   test_util::TempDir dir("serve_subword");
   std::string tsv;
-  for (const char* det : {"das", "ein", "kein", "mein"})
-    for (const char* noun : {"Haus", "Garten", "Fenster", "Wasser", "Schule", "Stadt"})
-      tsv += std::string(det) + " " + noun + "\t" + det + " " + noun + "\n";
+  for (const std::string& p : test_util::german_phrases()) tsv += p + "\t" + p + "\n";
   std::FILE* f = std::fopen(dir.file("data.tsv").c_str(), "w");
   ASSERT_NE(f, nullptr);
   std::fputs(tsv.c_str(), f);
