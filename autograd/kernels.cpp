@@ -99,30 +99,44 @@ void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alph
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-// c[i, :n] += bias for each of m rows of stride ldc (nothing without a bias).
+// c[i, :n] += bias for each of m rows of stride ldc (nothing without a bias); relu: then
+// max(c, 0), in the same pass.
 template <typename T>
-void add_bias_rows(T* c, int64_t ldc, const T* bias, int64_t m, int64_t n) {
-  if (!bias) return;
-  if (ldc == n) return add_row_bias<T>(c, bias, m, n);
-  for (int64_t i = 0; i < m; ++i) add_row_bias<T>(c + i * ldc, bias, 1, n);
+void add_bias_rows(T* c, int64_t ldc, const T* bias, int64_t m, int64_t n, bool relu) {
+  if (!relu) {
+    if (!bias) return;
+    if (ldc == n) return add_row_bias<T>(c, bias, m, n);
+    for (int64_t i = 0; i < m; ++i) add_row_bias<T>(c + i * ldc, bias, 1, n);
+    return;
+  }
+  parallel_range(m, double(n) * kCostSimple, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* cr = c + r * ldc;
+      if (bias)
+        for (int64_t j = 0; j < n; ++j) cr[j] += bias[j];
+      for (int64_t j = 0; j < n; ++j) cr[j] = cr[j] > T(0) ? cr[j] : T(0);
+    }
+  });
 }
 
 template <>
 void gemm_bias<float>(bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc) {
+                      const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
+                      bool relu) {
   if (m > 0 && n > 0 && k > 0 &&
       detail::gemm_f32_routed(false, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc, GemmBatch{},
-                              bias))
+                              bias, relu))
     return;
   gemm<float>(false, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
-  add_bias_rows(c, ldc, bias, m, n);
+  add_bias_rows(c, ldc, bias, m, n, relu);
 }
 
 template <>
 void gemm_bias<double>(bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-                       const double* b, int64_t ldb, const double* bias, double* c, int64_t ldc) {
+                       const double* b, int64_t ldb, const double* bias, double* c, int64_t ldc,
+                       bool relu) {
   gemm<double>(false, tb, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-  add_bias_rows(c, ldc, bias, m, n);
+  add_bias_rows(c, ldc, bias, m, n, relu);
 }
 
 template <typename T>

@@ -23,11 +23,13 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
 // C[M,N] = A·op(B) + bias (bias[j] added to column j; bias may be null): a linear layer's
-// forward. On oneDNN the bias is added in the product's own epilogue, saving a pass over C;
-// otherwise gemm, then add_row_bias. Both round the sum, then the sum plus the bias.
+// forward; relu: then C = max(C, 0) (+0 for a negative or NaN sum, as activate's Relu). On
+// oneDNN the bias and ReLU are applied in the product's own epilogue, saving passes over C;
+// otherwise gemm, then one pass adding the bias and applying the ReLU. Both round the sum, then
+// the sum plus the bias.
 template <typename T>
 void gemm_bias(bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-               int64_t ldb, const T* bias, T* c, int64_t ldc);
+               int64_t ldb, const T* bias, T* c, int64_t ldc, bool relu = false);
 
 // The same product over a batch with up to two axes, n0 × n1 products (batch × heads, say):
 // product (i, j) reads A at a + i·sa0 + j·sa1 and B at b + i·sb0 + j·sb1 and writes C at

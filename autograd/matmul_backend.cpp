@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -141,7 +142,7 @@ std::string onednn_impl_name(int64_t, int64_t, int64_t, bool) {
 
 bool detail::gemm_f32_routed(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
                              const float*, int64_t, float, float*, int64_t, const GemmBatch&,
-                             const float*) {
+                             const float*, bool) {
   return false;
 }
 
@@ -222,12 +223,13 @@ struct Gemm {
   int64_t ldc;
   GemmBatch batch;
   const float* bias = nullptr;  // [N], added to every row of C (non-batched, alpha 1, beta 0)
+  bool relu = false;            // then C = max(C, 0) (non-batched, alpha 1, beta 0)
 };
 
 // Everything a primitive depends on: layouts, strides, scales, operand type, threads, batch,
-// bias.
+// bias, ReLU.
 using ProductKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                              float, float, bool, int, std::array<int64_t, 8>, bool>;
+                              float, float, bool, int, std::array<int64_t, 8>, bool, bool>;
 
 std::array<int64_t, 8> batch_key(const GemmBatch& bt) {
   return {bt.n0, bt.n1, bt.sa0, bt.sa1, bt.sb0, bt.sb1, bt.sc0, bt.sc1};
@@ -275,7 +277,7 @@ class OneDnn {
 
   std::string impl(int64_t m, int64_t n, int64_t k, bool bf16) {
     return product({false, false, m, n, k, k, n, n, 1.f, 0.f, bf16, onednn_threads(m, n, k),
-                    batch_key(GemmBatch{}), false})
+                    batch_key(GemmBatch{}), false, false})
         .impl;
   }
 
@@ -296,7 +298,8 @@ class OneDnn {
             bf16,
             threads,
             batch_key(g.batch),
-            g.bias != nullptr};
+            g.bias != nullptr,
+            g.relu};
   }
 
   Product& product(const ProductKey& key) {
@@ -304,7 +307,7 @@ class OneDnn {
     // Shapes vary with the batch's sequence lengths: bound the cache (oneDNN keeps its own
     // cache of kernels too, so a rebuilt primitive is cheap).
     if (cache_.size() >= 1024) cache_.clear();
-    const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, bf16, threads, bk, bias] = key;
+    const auto& [ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, bf16, threads, bk, bias, relu] = key;
     const GemmBatch bt{bk[0], bk[1], bk[2], bk[3], bk[4], bk[5], bk[6], bk[7]};
     using dt = dnnl::memory::data_type;
     const dt in = bf16 ? dt::bf16 : dt::f32;
@@ -313,11 +316,14 @@ class OneDnn {
     const dnnl::memory::desc dst = operand(m, n, false, ldc, dt::f32, bt, bt.sc0, bt.sc1);
     dnnl::primitive_attr attr;
     if (alpha != 1.f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.f) {
-      dnnl::post_ops ops;
-      ops.append_sum(beta);
-      attr.set_post_ops(ops);
-    }
+    dnnl::post_ops ops;
+    if (beta != 0.f) ops.append_sum(beta);
+    // ReLU as clip to [0, +inf), defined as max(0, x): +0 for a negative x, as
+    // kernels::activate gives (eltwise_relu is defined as alpha·x there, which allows -0)
+    if (relu)
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, 0.f,
+                         std::numeric_limits<float>::infinity());
+    if (ops.len() > 0) attr.set_post_ops(ops);
     // The bias: a float32 row [1, N] broadcast over C's rows.
     const dnnl::memory::desc bia =
         bias ? dnnl::memory::desc({1, n}, dt::f32, dnnl::memory::dims{n, 1}) : dnnl::memory::desc();
@@ -665,8 +671,9 @@ std::string onednn_impl_name(int64_t m, int64_t n, int64_t k, bool bf16) {
 
 bool detail::gemm_f32_routed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                              const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-                             float* c, int64_t ldc, const GemmBatch& batch, const float* bias) {
-  return routed({ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, bias});
+                             float* c, int64_t ldc, const GemmBatch& batch, const float* bias,
+                             bool relu) {
+  return routed({ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch, bias, relu});
 }
 
 void detail::round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, float* y) {

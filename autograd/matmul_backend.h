@@ -97,10 +97,11 @@ float round_to_bf16(float x);
 namespace detail {
 // kernels::gemm<float>, gemm_bias<float> and gemm_batched<float> call this first; true when it
 // ran the product (oneDNN; with a bias, alpha 1 and beta 0 only, C = op(A)·op(B) + bias per
-// column), false when OpenBLAS should (the setting, or auto's choice for this shape).
+// column; relu: then max(C, 0) in the same epilogue, as kernels::activate's Relu), false when
+// OpenBLAS should (the setting, or auto's choice for this shape).
 bool gemm_f32_routed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-                     const GemmBatch& batch, const float* bias = nullptr);
+                     const GemmBatch& batch, const float* bias = nullptr, bool relu = false);
 // Counts an OpenBLAS float gemm.
 void count_openblas_gemm();
 // x [rows, cols] (row stride ld) rounded to bfloat16 and widened back into y [rows, cols]

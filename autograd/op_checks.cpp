@@ -68,7 +68,6 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
   add_case("affine", "x[3,4] W[4,2] no bias",
            [](const std::vector<Var>& v) { return affine(v[0], v[1], Var()); },
            {rand_t(rng, {3, 4}), rand_t(rng, {4, 2})});
-
   // binary elementwise with broadcasting
   struct Bin {
     Shape a, b;
@@ -278,6 +277,15 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
              return matmul(p, v[2]);  // [2,3,4]
            },
            {rand_t(rng, {2, 3, 4}), rand_t(rng, {2, 3, 4}), rand_t(rng, {2, 3, 4})});
+
+  // affine_relu: ReLU fused into the product (last, so the cases above keep their inputs; no
+  // pre-activation of these seeded inputs lies within the check's eps of the kink)
+  add_case("affine_relu", "x[2,3,4] W[4,5] b[5]",
+           [](const std::vector<Var>& v) { return affine_relu(v[0], v[1], v[2]); },
+           {rand_t(rng, {2, 3, 4}), rand_t(rng, {4, 5}), rand_t(rng, {5})});
+  add_case("affine_relu", "x[3,4] W[4,6] no bias",
+           [](const std::vector<Var>& v) { return affine_relu(v[0], v[1], Var()); },
+           {rand_t(rng, {3, 4}), rand_t(rng, {4, 6})});
   return c;
 }
 

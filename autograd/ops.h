@@ -38,6 +38,11 @@ Var matmul(const Var& a, const Var& b, bool trans_a = false, bool trans_b = fals
 // [N, K] with trans_w), b [N] or undefined → [..., N]. The bias is added in place of a
 // separate broadcast add, and its gradient is a column sum of the upstream gradient.
 Var affine(const Var& x, const Var& w, const Var& b, bool trans_w = false);
+// relu(affine(x, W, b)) as one node (a feed-forward layer's first half): the ReLU is applied in
+// the product's epilogue (oneDNN) or in the bias pass (OpenBLAS), and its backward masks the
+// upstream gradient once before the products. The same values and gradients as the two ops,
+// which it runs instead under anomaly mode (a NaN product must not hide behind the ReLU).
+Var affine_relu(const Var& x, const Var& w, const Var& b);
 
 // ---- elementwise, with NumPy broadcasting ----------------------------------------------
 Var add(const Var& a, const Var& b);

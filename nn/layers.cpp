@@ -113,8 +113,10 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, Activation act, bool bias,
 }
 
 Var FeedForward::forward(const Var& x) const {
-  Var h = activate(linear(x, w1_, b1_), act_);  // [..., F]
-  return linear(h, w2_, b2_);                   // [..., C]
+  // ReLU fused into the first product (affine_relu: one node, no pass of its own)
+  Var h = act_ == Activation::Relu ? affine_relu(x, w1_, b1_)
+                                   : activate(linear(x, w1_, b1_), act_);  // [..., F]
+  return linear(h, w2_, b2_);                                              // [..., C]
 }
 
 }  // namespace seqtape

@@ -17,6 +17,7 @@
 #include "autograd/kernels.h"
 #include "autograd/kernels_small_gemm.h"
 #include "autograd/matmul_backend.h"
+#include "autograd/ops.h"
 #include "autograd/tensor.h"
 
 namespace seqtape {
@@ -460,6 +461,66 @@ TEST(MatmulBackend, GemmBiasAddsTheBiasOnEveryRoute) {
           for (int64_t j = n; j < c.ldc; ++j)
             want.c0[size_t(i * c.ldc + j)] = c.c0[size_t(i * c.ldc + j)];
         want.expect_near(got, round);
+      }
+  }
+}
+
+// affine_relu (a feed-forward layer's first half, the ReLU in the product's epilogue on oneDNN
+// and in the bias pass on OpenBLAS) gives the bits of relu(affine(…)) on every route, forward
+// and backward, on shapes split over threads (oneDNN: 2^23 FLOPs and up) and not; a row with a
+// NaN gives zeros after the ReLU on both (relu's x > 0 ? x : 0), and negative sums give +0.
+TEST(MatmulBackend, AffineReluIsReluOfAffineToTheBit) {
+  const Threads two(2);
+  auto bits_equal = [](const Tensor& a, const Tensor& b) {
+    return a.shape() == b.shape() &&
+           std::memcmp(a.data<float>(), b.data<float>(), sizeof(float) * size_t(a.numel())) == 0;
+  };
+  for (const Mode mode :
+       {Mode{MatmulBackend::OpenBLAS, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::F32},
+        Mode{MatmulBackend::OneDNN, Precision::BF16}}) {
+    if (!kernels::matmul_problem(mode.backend, mode.precision).empty()) continue;
+    const kernels::MatmulScope scope(mode.backend, mode.precision);
+    for (const int64_t rows : {int64_t(7), int64_t(640)})
+      for (const bool bias : {true, false}) {
+        SCOPED_TRACE(std::to_string(rows) + " rows" + (bias ? ", bias" : ", no bias") +
+                     (mode.backend == MatmulBackend::OneDNN ? ", onednn" : ", openblas") +
+                     (mode.precision == Precision::BF16 ? " bf16" : ""));
+        const int64_t K = 128, N = 512;
+        auto param = [](Shape s, double scale) {
+          Tensor t = Tensor::empty(std::move(s), DType::F32);
+          const std::vector<float> v = Case::values(t.numel(), scale);
+          std::memcpy(t.data<float>(), v.data(), sizeof(float) * v.size());
+          return t;
+        };
+        Tensor xt = param({rows, K}, 0.71), wt = param({K, N}, 0.37), bt = param({N}, 0.53),
+               up = param({rows, N}, 0.29);
+        xt.data<float>()[3 * K + 5] = std::numeric_limits<float>::quiet_NaN();  // row 3
+        std::vector<Tensor> fused, plain;
+        for (const bool fuse : {true, false}) {
+          Tape& tape = Tape::current();
+          tape.clear();
+          Var x(xt.clone(), true), w(wt.clone(), true), b = bias ? Var(bt.clone(), true) : Var();
+          Var y = fuse ? affine_relu(x, w, b) : relu(affine(x, w, b));
+          tape.backward(y, up);
+          std::vector<Tensor>& out = fuse ? fused : plain;
+          out = {y.value().clone(), x.grad().clone(), w.grad().clone()};
+          if (bias) out.push_back(b.grad().clone());
+          tape.clear();
+        }
+        const char* names[] = {"y", "dx", "dw", "db"};
+        for (size_t i = 0; i < fused.size(); ++i)
+          EXPECT_TRUE(bits_equal(fused[i], plain[i])) << names[i];
+        const float* y = fused[0].data<float>();
+        int64_t zeros = 0, negative = 0, nan_row = 0;
+        for (int64_t i = 0; i < fused[0].numel(); ++i) {
+          negative += std::signbit(y[i]);
+          zeros += y[i] == 0.f;
+        }
+        for (int64_t j = 0; j < N; ++j)
+          nan_row += y[3 * N + j] == 0.f && !std::signbit(y[3 * N + j]);
+        EXPECT_EQ(negative, 0);                  // no -0 (nor anything below it)
+        EXPECT_EQ(nan_row, N);                   // the NaN row: +0 throughout
+        EXPECT_GT(zeros, fused[0].numel() / 4);  // the ReLU masked a share of the sums
       }
   }
 }
