@@ -68,6 +68,7 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
   add_case("affine", "x[3,4] W[4,2] no bias",
            [](const std::vector<Var>& v) { return affine(v[0], v[1], Var()); },
            {rand_t(rng, {3, 4}), rand_t(rng, {4, 2})});
+
   // binary elementwise with broadcasting
   struct Bin {
     Shape a, b;
