@@ -2,7 +2,9 @@
 // as fairseq's average_checkpoints.py and Marian's averaging do. Every checkpoint must have the
 // same configuration and vocabulary (else an Error naming the file, exit 3). The result is a
 // checkpoint for generate, eval and export; it carries no optimizer state, so it does not resume.
+// An existing --out is replaced only with --overwrite.
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,10 +19,16 @@ namespace {
 struct AverageArgs {
   std::vector<std::string> inputs;
   std::string out;
+  bool overwrite = false;
 };
 
 int run_average(const AverageArgs& a) {
   if (a.inputs.size() < 2) throw UsageError("give at least two checkpoints to average");
+  // An existing --out may be one of the inputs or a run's checkpoint.bin (whose optimizer
+  // state the average does not keep): replaced only when asked, never silently.
+  std::error_code ec;
+  if (!a.overwrite && std::filesystem::exists(a.out, ec))
+    fail(a.out, "already exists; give --overwrite to replace it, or another --out");
   Checkpoint first = load_checkpoint(a.inputs[0]);
   std::vector<std::vector<double>> sums;
   for (const NamedTensor& t : first.params) sums.push_back(t.value.to_vector());
@@ -71,6 +79,7 @@ void register_average(CLI::App& app, Runner& run) {
   sub->add_option("checkpoints", a->inputs, "checkpoints to average (e.g. checkpoint-*.bin)")
       ->required();
   sub->add_option("--out", a->out, "the averaged checkpoint")->required();
+  sub->add_flag("--overwrite", a->overwrite, "replace --out if it exists");
   sub->callback([&run, a] { run = [a] { return run_average(*a); }; });
 }
 

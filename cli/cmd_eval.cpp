@@ -3,6 +3,7 @@
 // BLEU (as sacreBLEU computes them, train/metrics.h), token error rate over characters and
 // sequence error rate. --out writes the hypotheses, one per line in data order.
 // --copy-baseline scores the sources themselves as hypotheses: the floor a model has to clear.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/input_guards.h"
 #include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
@@ -92,18 +94,27 @@ int run_eval(const EvalArgs& a) {
   // Checked whole (configuration, weights, tokenizer) as the decoding model first.
   const ModelFiles f = read_model_files(a.model);
   const InferenceModel model(f.cfg, f.vocab, f.params, f.where, WeightLayout::Decode, f.codec);
-  double loss = 0, accuracy = 0;
-  teacher_forced(a, f, pairs, loss, accuracy);
-
   GenerateOptions o;
   o.beam = a.beam;
   o.max_new = model.config().max_positions;  // capped by max_positions in any case
+  // Every source encoded, and the decoding's memory (--beam hypotheses of the longest source)
+  // checked, before the teacher-forced pass: a bad line or a beam too large for the machine is
+  // refused at once.
+  std::vector<std::vector<int32_t>> sources;
+  size_t longest = 0;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    sources.push_back(
+        encode_input(model, model.codec(), pairs[i].source, a.data + ":" + std::to_string(i + 1)));
+    longest = std::max(longest, sources.back().size());
+  }
+  check_decoding_budget(model, longest, o, "eval");
+  double loss = 0, accuracy = 0;
+  teacher_forced(a, f, pairs, loss, accuracy);
+
   metrics::CorpusMetrics scores(metrics::ErrorUnit::kCharacters);
   std::string hyps;
   for (size_t i = 0; i < pairs.size(); ++i) {
-    const std::vector<int32_t> ids =
-        encode_input(model, model.codec(), pairs[i].source, a.data + ":" + std::to_string(i + 1));
-    const GenerateResult r = generate(model, {ids}, o).at(0);
+    const GenerateResult r = generate(model, {sources[i]}, o).at(0);
     scores.add(r.text, pairs[i].target);
     hyps += r.text + "\n";
   }

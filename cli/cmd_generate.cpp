@@ -298,7 +298,6 @@ void decode_batch(Run& run, const std::vector<InputLine>& batch) {
       problem[i] = e.what();
       continue;
     }
-    check_decoding_budget(run.model, ids.back().size(), run.o);
     if (!run.a.trace.empty()) check_trace_size(run.model, ids.back().size(), run.o);
     unk.push_back(count_unk(run, in, ids.back()));
   }
@@ -306,6 +305,9 @@ void decode_batch(Run& run, const std::vector<InputLine>& batch) {
     for (size_t i = 0; i < batch.size(); ++i) print_line_error(run, batch[i], problem[i]);
     return;
   }
+  size_t longest = 0;
+  for (const std::vector<int32_t>& v : ids) longest = std::max(longest, v.size());
+  check_decoding_budget(run.model, longest, run.o, "generate", ids.size());
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<GenerateResult> results =
       run.a.trace.empty() ? generate(run.model, ids, run.o)

@@ -23,6 +23,7 @@ extern "C" void on_serve_stop_signal(int) {
 }
 
 constexpr int64_t kMaxBatchLimit = 4096;
+constexpr int64_t kMaxTimeoutMs = 86'400'000;  // a day
 
 struct ServeArgs {
   std::string model;
@@ -42,13 +43,6 @@ int run_serve(ServeArgs& a) {
     throw UsageError("--max-batch applies to --scheduler continuous only");
   if (o.port < 0 || o.port > 65535)
     throw UsageError("--port must be in [0, 65535], got " + std::to_string(o.port));
-  if (o.queue < 1) throw UsageError("--queue must be at least 1");
-  if (o.http_threads < 2) throw UsageError("--threads must be at least 2");
-  if (o.limits.max_new < 1) throw UsageError("--max-new-limit must be at least 1");
-  if (o.limits.max_beam < 1) throw UsageError("--beam-limit must be at least 1");
-  if (o.read_timeout_ms < 1 || o.write_timeout_ms < 1)
-    throw UsageError("--read-timeout-ms and --write-timeout-ms must be at least 1");
-  if (a.drain_ms < 0) throw UsageError("--drain-ms must be >= 0");
   const InferenceModel model = load_model(a.model);
   o.model_name = a.model;
   serve::Server server(model, o);
@@ -101,7 +95,8 @@ void register_serve(CLI::App& app, Runner& run) {
   sub->add_option("--host", o.host, "address to listen on")->capture_default_str();
   sub->add_option("--port", o.port, "port (0 = a free one, printed)")->capture_default_str();
   sub->add_option("--queue", o.queue, "requests queued or running at most; more get 503")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 20));
   sub->add_option("--scheduler", o.scheduler,
                   "continuous: one decoding loop steps the rows of every request together (a "
                   "request joins at the next step, a finished one leaves); serial: one request "
@@ -113,24 +108,36 @@ void register_serve(CLI::App& app, Runner& run) {
                           std::to_string(kMaxBatchLimit) +
                           " (a beam of K takes K rows; a wider one is decoded alone)")
           ->capture_default_str();
-  sub->add_option("--threads", o.http_threads, "connections served at once")->capture_default_str();
+  // Every bound is checked on the flag's text (in_range): the size_t ones would otherwise take
+  // -1 as 2^64 - 1 (--threads -1 started threads until the machine had none left).
+  sub->add_option("--threads", o.http_threads, "connections served at once (a thread each)")
+      ->capture_default_str()
+      ->check(in_range(2, 1024));
   sub->add_option("--max-body", o.limits.max_body_bytes, "largest request body, bytes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 30));
   sub->add_option("--max-input", o.limits.max_input_bytes, "largest input, UTF-8 bytes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 30));
   sub->add_option("--max-inputs", o.limits.max_inputs, "most entries of \"inputs\"")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, kMaxBatchLimit));
   sub->add_option("--max-new-limit", o.limits.max_new, "largest max_new a request may ask")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 20));
   sub->add_option("--beam-limit", o.limits.max_beam, "largest beam a request may ask")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, kMaxBatchLimit));
   sub->add_option("--read-timeout-ms", o.read_timeout_ms, "per socket read (slow clients)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, kMaxTimeoutMs));
   sub->add_option("--write-timeout-ms", o.write_timeout_ms, "per socket write (slow readers)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, kMaxTimeoutMs));
   sub->add_option("--drain-ms", a->drain_ms,
                   "on SIGTERM: time in-flight requests get to finish before they are cancelled")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0, kMaxTimeoutMs));
   sub->callback([&run, a, max_batch] {
     a->max_batch_given = max_batch->count() > 0;
     run = [a] { return run_serve(*a); };

@@ -120,7 +120,7 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
                  "gradient accumulation: each step sums the gradients of K batches (the mean "
                  "over all their label tokens)")
       ->capture_default_str()
-      ->check(at_least(1));
+      ->check(in_range(1, TrainOptions::kMaxAccum));
   a.lr_o = sub.add_option("--lr", a.o.schedule.lr, "learning rate (peak, with --warmup)")
                ->capture_default_str();
   sub.add_option("--warmup", a.o.schedule.warmup,

@@ -34,6 +34,10 @@ void register_serve(CLI::App& app, Runner& run);
 // An integer flag's lower bound with a plain message ("--batch: must be an integer >= 1, got
 // 0"); CLI11's own range validators print their bounds as raw doubles.
 CLI::Validator at_least(int64_t min);
+// Both bounds ("--threads: must be an integer in [2, 1024], got -1"). The text is checked
+// before it is converted, so a negative number never becomes a huge unsigned one, and a number
+// past int64 (which CLI11 saturates to its largest value) is out of range.
+CLI::Validator in_range(int64_t min, int64_t max);
 
 // `seqtape argv[1..]`: parses, runs the subcommand and returns its exit code; never calls
 // exit(). Callable in-process (the CLI fuzz target does).

@@ -14,10 +14,13 @@ namespace seqtape::cli {
 // UsageError naming the first bad byte.
 void check_stop_strings(const std::vector<std::string>& stops);
 
-// Refuses (Error, exit 3) a run whose weights, KV cache (beam x length) and logits need more
-// memory than is available (nn/memory_budget.h). `input_tokens`: the encoded input.
+// Refuses (Error "<doing>: too large for this machine: ...", exit 3) decoding `inputs` inputs
+// at once, the longest of `input_tokens` tokens, when the weights, the KV cache of their rows
+// (each input's beams or --num-samples draws, x length) and the logits need more memory than
+// is available (nn/memory_budget.h).
 void check_decoding_budget(const InferenceModel& model, size_t input_tokens,
-                           const GenerateOptions& o);
+                           const GenerateOptions& o, const std::string& doing = "generate",
+                           size_t inputs = 1);
 
 // A --trace records every attention weight of every step: its size grows with the square of
 // the length. Refuses (UsageError) a run that could record more than kMaxTraceWeights.

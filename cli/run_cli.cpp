@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -37,16 +38,26 @@ int run_guarded(const std::string& doing, const Runner& run) {
   }
 }
 
-CLI::Validator at_least(int64_t min) {
-  const std::string bound = std::to_string(min);
+namespace {
+// An integer in [min, max], or the message naming `bounds`.
+CLI::Validator integer_within(int64_t min, int64_t max, const std::string& bounds) {
   return CLI::Validator(
-      [min, bound](std::string& text) -> std::string {
+      [min, max, bounds](std::string& text) -> std::string {
         int64_t v = 0;
-        if (!CLI::detail::lexical_cast(text, v) || v < min)
-          return "must be an integer >= " + bound + ", got " + text;
+        if (!CLI::detail::lexical_cast(text, v) || v < min || v > max)
+          return "must be an integer " + bounds + ", got " + text;
         return {};
       },
-      ">= " + bound);
+      bounds);
+}
+}  // namespace
+
+CLI::Validator at_least(int64_t min) {
+  return integer_within(min, std::numeric_limits<int64_t>::max(), ">= " + std::to_string(min));
+}
+
+CLI::Validator in_range(int64_t min, int64_t max) {
+  return integer_within(min, max, "in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
 }
 
 int run_cli(int argc, char** argv) {

@@ -3,6 +3,7 @@
 // Dimension key: none (scalar options).
 #include "infer/options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/tensor.h"  // fail
@@ -52,6 +53,20 @@ std::optional<std::string> GenerateOptions::problem(const Namer& name) const {
   for (const std::string& s : stop_strings)
     if (s.empty()) return name("stop_strings") + " needs a non-empty string";
   return std::nullopt;
+}
+
+int64_t new_tokens(const ModelConfig& c, size_t input_tokens, const GenerateOptions& o) {
+  const int64_t P = c.max_positions;
+  const int64_t room = c.arch == Arch::Seq2Seq ? P - 1 : P - static_cast<int64_t>(input_tokens);
+  return std::clamp<int64_t>(std::min(o.max_new, room), 0, P);
+}
+
+MemoryNeed decoding_need(const ModelConfig& c, size_t input_tokens, int64_t rows,
+                         const GenerateOptions& o, const char* rows_are) {
+  const bool s2s = c.arch == Arch::Seq2Seq;
+  const auto in = static_cast<int64_t>(input_tokens);
+  const int64_t length = (s2s ? 1 : in) + new_tokens(c, input_tokens, o);
+  return decoding_memory(c, rows, s2s ? in : 0, length, rows_are);
 }
 
 void GenerateOptions::validate() const {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "infer/layers.h"  // AttentionObserver
+#include "nn/memory_budget.h"
 
 namespace seqtape {
 
@@ -94,6 +95,15 @@ struct GenerateOptions {
   // Error "generate: option <problem>" with the field names (beam, n_best, ...).
   void validate() const;
 };
+
+// New tokens decoding an input of `input_tokens` tokens can make: o.max_new, never past the
+// model's max_positions (a decoder-only prompt takes its share of them).
+int64_t new_tokens(const ModelConfig& c, size_t input_tokens, const GenerateOptions& o);
+// What decoding needs in memory (nn/memory_budget.h) when an input of `input_tokens` tokens
+// (the longest of a batch) becomes `rows` hypotheses at once: its beams, its sampled draws, or
+// a server request's inputs times their beams (`rows_are` names them in the message).
+MemoryNeed decoding_need(const ModelConfig& c, size_t input_tokens, int64_t rows,
+                         const GenerateOptions& o, const char* rows_are);
 
 struct Hypothesis {
   std::vector<int32_t> tokens;

@@ -94,19 +94,19 @@ MemoryNeed training_memory(const ModelConfig& c, int64_t batch, int64_t length) 
                                   std::to_string(B) + ", length " + std::to_string(T) + ")"};
 }
 
-MemoryNeed decoding_memory(const ModelConfig& c, int64_t beams, int64_t source_length,
-                           int64_t length) {
+MemoryNeed decoding_memory(const ModelConfig& c, int64_t rows, int64_t source_length,
+                           int64_t length, const char* rows_are) {
   const uint64_t C = u(c.d_model), V = u(c.vocab_size);
-  const uint64_t K = std::max<uint64_t>(1, u(beams)), T = std::max<uint64_t>(1, u(length));
+  const uint64_t K = std::max<uint64_t>(1, u(rows)), T = std::max<uint64_t>(1, u(length));
   const uint64_t S = u(source_length);
   uint64_t floats = prod({2, parameter_count(c)});  // as loaded, and as float32
   floats = sat_add(floats, prod({u(c.n_decoder_layers), K, T, 2 * C}));  // self-attention K/V
   floats = sat_add(floats, prod({u(c.n_decoder_layers), S, 2 * C}));     // cross-attention K/V
-  floats = sat_add(floats, prod({K, V, 2}));                             // logits per beam
+  floats = sat_add(floats, prod({K, V, 2}));                             // logits per row
   if (c.pos_encoding == PosEncoding::Sinusoidal)
     floats = sat_add(floats, prod({u(c.max_positions), C}));
-  return {sat_mul(floats, 4), "the weights and a KV cache of " + std::to_string(K) + " beam(s) x " +
-                                  std::to_string(T) + " positions"};
+  return {sat_mul(floats, 4), "the weights and a KV cache of " + std::to_string(K) + " " +
+                                  rows_are + " x " + std::to_string(T) + " positions"};
 }
 
 uint64_t available_memory(std::string* source) {

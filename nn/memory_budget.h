@@ -24,11 +24,12 @@ struct MemoryNeed {
 // Training: float32 parameters, gradients and two Adam moments, plus the activations the tape
 // keeps for a batch of `batch` sequences of `length` tokens.
 MemoryNeed training_memory(const ModelConfig& c, int64_t batch, int64_t length);
-// Decoding: the weights (as loaded and as float32), the KV cache of `beams` hypotheses of up
+// Decoding: the weights (as loaded and as float32), the KV cache of `rows` hypotheses decoded
+// at once (an input's beams, or its sampled draws: `rows_are` names them in the message) of up
 // to `length` tokens (plus the cross-attention cache of a `source_length` source) and the
-// logits of every beam.
-MemoryNeed decoding_memory(const ModelConfig& c, int64_t beams, int64_t source_length,
-                           int64_t length);
+// logits of every row.
+MemoryNeed decoding_memory(const ModelConfig& c, int64_t rows, int64_t source_length,
+                           int64_t length, const char* rows_are = "beam(s)");
 
 // Bytes this process can still allocate: the smaller of MemAvailable (/proc/meminfo) and, when
 // RLIMIT_AS is set, the limit minus the address space already in use. `source` names which.

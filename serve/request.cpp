@@ -4,11 +4,13 @@
 // Dimension key: B inputs.
 #include "serve/request.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "autograd/tensor.h"  // Error
 #include "infer/search.h"     // encode_input
+#include "nn/memory_budget.h"
 
 namespace seqtape::serve {
 
@@ -190,6 +192,22 @@ void encode_texts(const InferenceModel& model, const Limits& limits, GenerateReq
   }
 }
 
+// The hypotheses a request decodes together (every input's beams) must fit in the memory the
+// machine has left (nn/memory_budget.h), or the request is refused like any other limit: raised
+// limits (--beam-limit, --max-inputs) never let one request take the server down.
+void check_memory(const InferenceModel& model, const GenerateRequest& r) {
+  size_t longest = 0;
+  for (const std::vector<int32_t>& in : r.inputs) longest = std::max(longest, in.size());
+  const int64_t rows = static_cast<int64_t>(r.inputs.size()) * std::max<int64_t>(1, r.options.beam);
+  try {
+    check_memory_budget(
+        decoding_need(model.config(), longest, rows, r.options, "hypotheses (inputs x beam)"),
+        "this request");
+  } catch (const Error& e) {
+    throw RequestError(r.options.beam > 1 ? "beam" : "inputs", e.what());
+  }
+}
+
 }  // namespace
 
 GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,
@@ -201,6 +219,7 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
   read_options(j, model, r.options);
   check_options(j, r.options, limits);
   encode_texts(model, limits, r);
+  check_memory(model, r);
   return r;
 }
 

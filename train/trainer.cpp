@@ -713,7 +713,9 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (opt.out_dir.empty()) fail("train", "no output directory (--out)");
   if (opt.batch < 1) fail("train", "batch size must be >= 1");
   if (opt.batch_tokens < 0) fail("train", "--batch-tokens must be >= 0 (0: batches of --batch)");
-  if (opt.accum < 1) fail("train", "--accum must be >= 1");
+  if (opt.accum < 1 || opt.accum > TrainOptions::kMaxAccum)
+    fail("train", "--accum must be in [1, " + std::to_string(TrainOptions::kMaxAccum) + "], got " +
+                      std::to_string(opt.accum));
   if (const std::string p = best_metric_problem(opt); !p.empty()) fail("train", p);
   const std::shared_ptr<Communicator> comm = opt.comm ? opt.comm : single_process();
   const bool lead = comm->rank() == 0;

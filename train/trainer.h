@@ -46,6 +46,9 @@ struct TrainOptions {
   // Gradient accumulation: each step sums the gradients of `accum` batches, each loss scaled
   // so that the gradient is the mean over all their label tokens (one batch of them all).
   int64_t accum = 1;
+  // Its bound: a step holds its `accum` batches at once (their label tokens weight the
+  // losses), so an unbounded count grew memory until the machine killed the run.
+  static constexpr int64_t kMaxAccum = 4096;
   DType dtype = DType::F32;  // of the model's parameters (float64 for the equivalence tests)
   OptimizerConfig optim;
   LrSchedule schedule;

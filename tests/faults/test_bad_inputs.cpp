@@ -358,7 +358,7 @@ const std::vector<Row>& rows() {
        "--accum 0",
        train_with({"--accum", "0"}),
        kUsage,
-       {"--accum: must be an integer >= 1, got 0"}},
+       {"--accum: must be an integer in [1, 4096], got 0"}},
       {"train_bucket_mb_zero",
        "--bucket-mb 0 (data-parallel allreduce buckets)",
        train_with({"--bucket-mb", "0"}),
@@ -449,6 +449,12 @@ const std::vector<Row>& rows() {
        train_with({"--log-every", "0"}),
        kUsage,
        {"--log-every: must be an integer >= 1, got 0"}},
+      {"train_accum_huge",
+       "--accum 2^63-1 (a step holds its batches at once: the run grew until the machine killed "
+       "it)",
+       train_with({"--accum", "9223372036854775807"}),
+       kUsage,
+       {"--accum: must be an integer in [1, 4096], got 9223372036854775807"}},
       {"train_negative_threads",
        "--threads -1",
        train_with({"--threads", "-1"}),
@@ -723,6 +729,13 @@ const std::vector<Row>& rows() {
        {"average", "ck_good/checkpoint.bin", "--out", "avg.bin"},
        kUsage,
        {"at least two"}},
+      {"average_onto_its_input",
+       "average whose --out is one of its inputs, a run's checkpoint.bin (it was replaced "
+       "silently, optimizer state and all)",
+       {"average", "ck_good/checkpoint.bin", "ck_good/checkpoint.bin", "--out",
+        "ck_good/checkpoint.bin"},
+       kData,
+       {"ck_good/checkpoint.bin: already exists", "--overwrite"}},
       // ---- export
       // --------------------------------------------------------------------------------
       {"export_missing_model",
@@ -950,6 +963,19 @@ const std::vector<Row>& rows() {
         "--n-best", "1"},
        kData,
        {"too large", "beam", "available"}},
+      {"generate_huge_num_samples",
+       "generate --sample --num-samples 1000000000 (the draws are one batch: it allocated until "
+       "the machine ran out)",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--sample", "--num-samples",
+        "1000000000"},
+       kData,
+       {"too large", "sampled draw", "available"}},
+      {"eval_huge_beam",
+       "eval --beam 2^63-1 (an internal error: the beam outgrew std::vector)",
+       {"eval", "--model", "ck_good/checkpoint.bin", "--data", "data/valid.tsv", "--beam",
+        "9223372036854775807"},
+       kData,
+       {"eval:", "too large", "beam", "available"}},
       {"i11_stop_not_utf8",
        "--stop text that is not UTF-8, with --json",
        {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--stop", "\xa4\xa7",
@@ -1419,14 +1445,39 @@ The other fault tests in `tests/faults/`, for the record:
 
 Limits behind the issue-11 rows: every model-configuration field has bounds (`nn/config.cpp`'s
 field table: `max_positions` at most 2^20, widths 2^16, layers 1024, vocabulary 2^21); the
-memory a run needs (parameters, gradients, Adam state and activations; for `generate` the
-weights, beam x length KV cache and logits; for `gen-copy` the strings) is estimated first and
-compared with MemAvailable and RLIMIT_AS (`nn/memory_budget.h`); text files are read only if
-they are regular files under 1 GiB (TSV), 64 MiB (vocabulary) or 1 MiB (configuration); a
-`--trace` may record at most 1,000,000 attention weights (about 25 MB of JSON).
+memory a run needs (parameters, gradients, Adam state and activations; for `generate` and
+`eval` the weights, the KV cache of every row decoded at once, beams or `--num-samples` draws of
+each input of a batch, x length, and logits; for a `serve` request the same for its inputs x
+beam, refused with a 400; for `gen-copy` the strings) is estimated first and compared with
+MemAvailable and RLIMIT_AS (`nn/memory_budget.h`); text files are read only if they are regular
+files under 1 GiB (TSV), 64 MiB (vocabulary) or 1 MiB (configuration); a `--trace` may record at
+most 1,000,000 attention weights (about 25 MB of JSON).
 )";
   write_file(path, md.str());
   std::printf("[          ] wrote %d rows to %s\n", n, path);
+}
+
+// average replaces an existing --out (here one of its inputs) only with --overwrite; without it
+// the file is left as it was, to the byte.
+TEST(AverageCli, ReplacesAnExistingOutOnlyWithOverwrite) {
+  const std::string dir = Workspace::get().dir();
+  const std::string before = read_file(dir + "/ck_good/checkpoint.bin");
+  write_file(dir + "/avg_in.bin", before);
+  const std::vector<std::string> args = {"average", "avg_in.bin", "ck_good/checkpoint.bin", "--out",
+                                         "avg_in.bin"};
+  const CliResult refused = run_cli(args, dir);
+  EXPECT_EQ(refused.exit_code, 3) << refused.err;
+  EXPECT_NE(refused.err.find("avg_in.bin: already exists; give --overwrite"), std::string::npos)
+      << refused.err;
+  EXPECT_EQ(read_file(dir + "/avg_in.bin"), before);
+  std::vector<std::string> overwrite = args;
+  overwrite.push_back("--overwrite");
+  const CliResult replaced = run_cli(overwrite, dir);
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.err;
+  EXPECT_NE(read_file(dir + "/avg_in.bin"), before) << "the average keeps no optimizer state";
+  const CliResult decoded =
+      run_cli({"generate", "--model", "avg_in.bin", "--input", "今天", "--json"}, dir);
+  EXPECT_EQ(decoded.exit_code, 0) << decoded.err;
 }
 
 // eval --copy-baseline scores the sources as the hypotheses: two of three lines copy exactly.

@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <iostream>
 #include <new>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "infer/load.h"
+#include "infer/search.h"
 #include "nn/memory_budget.h"
 
 namespace seqtape::cli {
@@ -47,6 +50,58 @@ TEST(CliBoundary, RunCliInProcessRefusesAModelBeyondTheBudget) {
   set_memory_limit_for_testing(0);
   EXPECT_EQ(code, kDataError);
   EXPECT_NE(err.buf.str().find("test limit"), std::string::npos) << err.buf.str();
+}
+
+// In-process run_cli over `args` (after "seqtape"), its stdout swallowed.
+int run_quietly(std::vector<std::string> args) {
+  args.insert(args.begin(), "seqtape");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStdout();
+  const int code = run_cli(static_cast<int>(argv.size()), argv.data());
+  testing::internal::GetCapturedStdout();
+  return code;
+}
+
+// generate --batch-size N decodes N inputs at once, and --num-samples K draws of an input at
+// once: the memory check counts all those rows (it counted one input's beams), so what the
+// machine cannot hold is refused (exit 3) while the same inputs one at a time still run. The
+// budget lies between what one row and four rows need.
+TEST(CliBoundary, GenerateChecksTheMemoryOfEveryRowDecodedAtOnce) {
+  const std::string model = std::string(SEQTAPE_SOURCE_DIR) + "/datasets/f15/checkpoint.bin";
+  const std::string file = testing::TempDir() + "/cli_boundary_four_inputs.txt";
+  {
+    std::ofstream out(file);
+    out << "我爱\n我爱\n我爱\n我爱\n";
+  }
+  const InferenceModel m = load_model(model);
+  GenerateOptions o;
+  o.max_new = 8;
+  const size_t n = encode_input(m, m.codec(), "我爱").size();
+  const uint64_t one = decoding_need(m.config(), n, 1, o, "rows").bytes,
+                 four = decoding_need(m.config(), n, 4, o, "rows").bytes;
+  ASSERT_LT(one, four);
+  const std::vector<std::string> base = {"generate", "--model", model, "--max-new", "8", "--json"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  CapturedStderr err;
+  set_memory_limit_for_testing((one + four) / 2);
+  const int batch4 = run_quietly(with({"--input-file", file, "--batch-size", "4"}));
+  const int batch1 = run_quietly(with({"--input-file", file, "--batch-size", "1"}));
+  const int draws4 =
+      run_quietly(with({"--input", "我爱", "--sample", "--num-samples", "4", "--seed", "1"}));
+  const int draws1 = run_quietly(with({"--input", "我爱", "--sample", "--seed", "1"}));
+  set_memory_limit_for_testing(0);
+  EXPECT_EQ(batch4, kDataError);
+  EXPECT_EQ(batch1, kOk);
+  EXPECT_EQ(draws4, kDataError);
+  EXPECT_EQ(draws1, kOk);
+  const std::string e = err.buf.str();
+  for (const char* w : {"4 rows (inputs x beam)", "4 sampled draw(s)", "test limit"})
+    EXPECT_NE(e.find(w), std::string::npos) << w << " in:\n" << e;
 }
 
 }  // namespace

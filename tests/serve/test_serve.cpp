@@ -15,6 +15,7 @@
 #include "infer/load.h"
 #include "infer/result_json.h"
 #include "infer/search.h"
+#include "nn/memory_budget.h"
 #include "tests/serve/serve_util.h"
 #include "tests/test_util.h"
 
@@ -282,6 +283,39 @@ TEST(Serve, BadRequestsGet400NamingTheField) {
   GenerateOptions o;
   EXPECT_EQ(serve_test::timeless(json::parse(good->body)), offline("我爱", o));
   EXPECT_EQ(get_json(srv.port, "/healthz")["status"], "ok");
+}
+
+// A request whose hypotheses (inputs x beam) need more memory than the machine has left is
+// refused like a limit (400 naming the field), and the server stays up: an operator's raised
+// --beam-limit or --max-inputs never lets one request take it down. The budget here lies
+// between what one input's beam 1 and beam 4 need, so the rows are what is counted.
+TEST(Serve, RequestBeyondTheMemoryBudgetGets400) {
+  RunningServer srv(f15(), test_options());
+  httplib::Client cli("127.0.0.1", srv.port);
+  GenerateOptions o;
+  const size_t n = encode_input(f15(), f15().codec(), "我爱").size();
+  const uint64_t one = decoding_need(f15().config(), n, 1, o, "rows").bytes,
+                 four = decoding_need(f15().config(), n, 4, o, "rows").bytes;
+  ASSERT_LT(one, four);
+  set_memory_limit_for_testing((one + four) / 2);
+  auto beam4 = cli.Post("/v1/generate", R"({"input": "我爱", "beam": 4})", "application/json");
+  auto beam1 = cli.Post("/v1/generate", R"({"input": "我爱"})", "application/json");
+  auto four_inputs = cli.Post("/v1/generate", R"({"inputs": ["我爱", "我爱", "我爱", "我爱"]})",
+                              "application/json");
+  set_memory_limit_for_testing(0);
+  ASSERT_TRUE(beam4 && beam1 && four_inputs);
+  EXPECT_EQ(beam4->status, 400) << beam4->body;
+  const json j = json::parse(beam4->body, nullptr, false);
+  EXPECT_EQ(j.value("field", ""), "beam") << beam4->body;
+  for (const char* w : {"too large for this machine", "4 hypotheses", "test limit"})
+    EXPECT_NE(j.value("error", "").find(w), std::string::npos) << w << " in " << beam4->body;
+  EXPECT_EQ(four_inputs->status, 400) << four_inputs->body;
+  EXPECT_EQ(json::parse(four_inputs->body, nullptr, false).value("field", ""), "inputs");
+  ASSERT_EQ(beam1->status, 200) << beam1->body;
+  EXPECT_EQ(serve_test::timeless(json::parse(beam1->body)), offline("我爱", o));
+  auto again = cli.Post("/v1/generate", R"({"input": "我爱", "beam": 4})", "application/json");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200) << again->body;
 }
 
 TEST(Serve, HealthAndModelEndpoints) {
@@ -687,7 +721,7 @@ TEST(Serve, SchedulerIsChosenByTheOptions) {
 
 // `seqtape serve --scheduler/--max-batch`: bad values are usage errors (exit 2, a plain
 // message, before the model is loaded); --help documents both.
-TEST(Serve, CommandChecksSchedulerAndMaxBatch) {
+TEST(Serve, CommandChecksSchedulerMaxBatchAndLimits) {
   const auto run = [](const std::string& flags) {
     const std::string cmd = std::string(SEQTAPE_CLI_PATH) + " serve --model " +
                             serve_test::f15_path() + " --port 0 " + flags + " 2>&1";
@@ -705,7 +739,19 @@ TEST(Serve, CommandChecksSchedulerAndMaxBatch) {
       {"--max-batch 5000", "--max-batch must be in [1, 4096], got 5000"},
       {"--max-batch -3", "--max-batch must be in [1, 4096], got -3"},
       {"--max-batch many", "--max-batch"},
-      {"--scheduler serial --max-batch 4", "--max-batch applies to --scheduler continuous only"}};
+      {"--scheduler serial --max-batch 4", "--max-batch applies to --scheduler continuous only"},
+      // the unsigned limits took -1 as 2^64 - 1: --threads -1 started threads until none were
+      // left
+      {"--threads -1", "--threads: must be an integer in [2, 1024], got -1"},
+      {"--threads 5000", "--threads: must be an integer in [2, 1024], got 5000"},
+      {"--queue -1", "--queue: must be an integer in [1, 1048576], got -1"},
+      {"--max-body 0", "--max-body: must be an integer in [1, 1073741824], got 0"},
+      {"--max-input -5", "--max-input: must be an integer in [1, 1073741824], got -5"},
+      {"--max-inputs 99999999999999999999", "--max-inputs: must be an integer in [1, 4096]"},
+      {"--beam-limit 5000", "--beam-limit: must be an integer in [1, 4096], got 5000"},
+      {"--max-new-limit 0", "--max-new-limit: must be an integer in [1, 1048576], got 0"},
+      {"--drain-ms -1", "--drain-ms: must be an integer in [0, 86400000], got -1"},
+      {"--read-timeout-ms 0", "--read-timeout-ms: must be an integer in [1, 86400000], got 0"}};
   for (const auto& [flags, message] : bad) {
     const auto [code, out] = run(flags);
     EXPECT_EQ(code, 2) << flags << ": " << out;
