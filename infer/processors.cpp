@@ -21,7 +21,9 @@ void RepetitionPenalty::apply(std::span<float> logits, std::span<const int32_t> 
     if (t < 0 || size_t(t) >= logits.size() || seen[size_t(t)]) continue;
     seen[size_t(t)] = 1;
     float& l = logits[size_t(t)];
-    l = l > 0 ? l / penalty_ : l * penalty_;
+    // A tiny penalty would lift a positive logit to +inf, and the step's log-probabilities to
+    // NaN: it stops at the largest float instead (still the sure choice).
+    l = l > 0 ? std::min(l / penalty_, std::numeric_limits<float>::max()) : l * penalty_;
   }
 }
 

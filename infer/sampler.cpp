@@ -33,11 +33,13 @@ void Temperature::apply(SamplingSupport& s) const {
     return;
   }
   s.keep_best(s.size);
-  const double top = static_cast<double>(s.logits[size_t(s.order[0])]) / t_;
+  // exp((l − max) / T): the best weighs 1 and the rest less, for any T > 0. (As l/T − max/T, a
+  // subnormal T made both terms infinite and every weight NaN: garbage text, no error.)
+  const double top = static_cast<double>(s.logits[size_t(s.order[0])]);
   s.total = 0;
   for (int64_t i = 0; i < s.size; ++i) {
     const size_t v = size_t(s.order[size_t(i)]);
-    s.weight[v] = std::exp(static_cast<double>(s.logits[v]) / t_ - top);
+    s.weight[v] = std::exp((static_cast<double>(s.logits[v]) - top) / t_);
     s.total += s.weight[v];
   }
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -329,6 +330,23 @@ TEST(InferProcessors, RepetitionPenaltyDividesPositiveMultipliesNegativeOnce) {
   EXPECT_GT(d_pen, d_plain);
 }
 
+// A penalty so small that a positive logit divided by it overflows stops at the largest float:
+// the token is the sure choice, and the step's log-probabilities stay finite (they were NaN, and
+// generate --json printed "score": null).
+TEST(InferProcessors, TinyRepetitionPenaltyKeepsLogitsFinite) {
+  std::vector<float> l = {2.f, -1.f, 3.f};
+  RepetitionPenalty(1e-39).apply(l, std::vector<int32_t>{0, 1});
+  EXPECT_EQ(l[0], std::numeric_limits<float>::max());
+  EXPECT_TRUE(std::isfinite(l[1]));
+  EXPECT_LE(l[1], 0.f);
+  EXPECT_EQ(l[2], 3.f);
+  Models mm = make(Arch::Seq2Seq, 17);
+  GenerateOptions o = fixed_length(8);
+  o.repetition_penalty = 1e-300;
+  for (const GenerateResult& r : generate(*mm.m, inputs_for(Arch::Seq2Seq), o))
+    EXPECT_TRUE(std::isfinite(r.score)) << r.score;
+}
+
 TEST(InferProcessors, NoRepeatNgramBlocksCompletionsAndHolds) {
   std::vector<float> l(6, 0.f);
   const std::vector<int32_t> gen = {1, 2, 3, 1, 2};  // "1 2" then "1 2": 3 would repeat "2 3"?
@@ -460,6 +478,22 @@ TEST(InferWarpers, TemperatureWeighsBySoftmaxOfLogitsOverT) {
   ASSERT_EQ(g.size, 1);
   EXPECT_EQ(g.order[0], 1);
   EXPECT_EQ(g.weight[1], 1.0);
+}
+
+// However small T > 0 is, the weights stay finite and the best token weighs 1: a subnormal T
+// made every weight NaN (l/T − max/T was inf − inf), and sampling produced garbage.
+TEST(InferWarpers, TinyTemperatureIsGreedyNotNaN) {
+  const std::vector<float> l = {1.f, 3.f, 2.f, -4.f};
+  for (double t : {1e-300, 1e-320, std::numeric_limits<double>::denorm_min()}) {
+    SamplingSupport s = support_of(l);
+    Temperature(t).apply(s);
+    EXPECT_EQ(s.order[0], 1) << t;
+    EXPECT_EQ(s.weight[1], 1.0) << t;
+    EXPECT_EQ(s.total, 1.0) << t;
+  }
+  Sampler sampler(4, make_warpers(1e-320, 0, 1.0));
+  Rng rng(3);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(sampler.sample(l, rng), 1);
 }
 
 TEST(InferWarpers, TopPKeepsTheSmallestPrefixReachingP) {
