@@ -1,7 +1,6 @@
 #include "cli/input_guards.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "cli/commands.h"
 #include "nn/memory_budget.h"
@@ -21,17 +20,11 @@ void check_stop_strings(const std::vector<std::string>& stops) {
 
 void check_decoding_budget(const InferenceModel& model, size_t input_tokens,
                            const GenerateOptions& o, const std::string& doing, size_t inputs) {
-  // The rows decoded at once: each input's beams, or its --num-samples draws (one batch), for
-  // every input of the batch (saturating: --num-samples may be 2^63 - 1).
   const bool draws = o.num_samples > 1;
-  const int64_t per = std::max<int64_t>(1, draws ? o.num_samples : o.beam);
-  const auto n = static_cast<int64_t>(std::max<size_t>(1, inputs));
-  const int64_t rows =
-      per > std::numeric_limits<int64_t>::max() / n ? std::numeric_limits<int64_t>::max() : per * n;
-  const char* what = n > 1   ? (draws ? "rows (inputs x draws)" : "rows (inputs x beam)")
-                     : draws ? "sampled draw(s)"
-                             : "beam(s)";
-  check_memory_budget(decoding_need(model.config(), input_tokens, rows, o, what), doing);
+  const char* what = inputs > 1 ? (draws ? "rows (inputs x draws)" : "rows (inputs x beam)")
+                     : draws    ? "sampled draw(s)"
+                                : "beam(s)";
+  check_memory_budget(decoding_need(model.config(), input_tokens, inputs, o, what), doing);
 }
 
 uint64_t trace_attention_weights(const ModelConfig& c, size_t input_tokens,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "autograd/tensor.h"  // fail
 
@@ -61,8 +62,13 @@ int64_t new_tokens(const ModelConfig& c, size_t input_tokens, const GenerateOpti
   return std::clamp<int64_t>(std::min(o.max_new, room), 0, P);
 }
 
-MemoryNeed decoding_need(const ModelConfig& c, size_t input_tokens, int64_t rows,
+MemoryNeed decoding_need(const ModelConfig& c, size_t input_tokens, size_t inputs,
                          const GenerateOptions& o, const char* rows_are) {
+  // Saturating: --num-samples may be 2^63 - 1.
+  const int64_t per = std::max<int64_t>(1, o.num_samples > 1 ? o.num_samples : o.beam);
+  const auto n = static_cast<int64_t>(std::max<size_t>(1, inputs));
+  const int64_t rows =
+      per > std::numeric_limits<int64_t>::max() / n ? std::numeric_limits<int64_t>::max() : per * n;
   const bool s2s = c.arch == Arch::Seq2Seq;
   const auto in = static_cast<int64_t>(input_tokens);
   const int64_t length = (s2s ? 1 : in) + new_tokens(c, input_tokens, o);

@@ -99,10 +99,10 @@ struct GenerateOptions {
 // New tokens decoding an input of `input_tokens` tokens can make: o.max_new, never past the
 // model's max_positions (a decoder-only prompt takes its share of them).
 int64_t new_tokens(const ModelConfig& c, size_t input_tokens, const GenerateOptions& o);
-// What decoding needs in memory (nn/memory_budget.h) when an input of `input_tokens` tokens
-// (the longest of a batch) becomes `rows` hypotheses at once: its beams, its sampled draws, or
-// a server request's inputs times their beams (`rows_are` names them in the message).
-MemoryNeed decoding_need(const ModelConfig& c, size_t input_tokens, int64_t rows,
+// What decoding `inputs` inputs at once needs in memory (nn/memory_budget.h), the longest of
+// `input_tokens` tokens: every input becomes o.beam hypotheses, or o.num_samples draws (one
+// batch), all decoded together (`rows_are` names those rows in the message).
+MemoryNeed decoding_need(const ModelConfig& c, size_t input_tokens, size_t inputs,
                          const GenerateOptions& o, const char* rows_are);
 
 struct Hypothesis {

@@ -198,11 +198,10 @@ void encode_texts(const InferenceModel& model, const Limits& limits, GenerateReq
 void check_memory(const InferenceModel& model, const GenerateRequest& r) {
   size_t longest = 0;
   for (const std::vector<int32_t>& in : r.inputs) longest = std::max(longest, in.size());
-  const int64_t rows = static_cast<int64_t>(r.inputs.size()) * std::max<int64_t>(1, r.options.beam);
   try {
-    check_memory_budget(
-        decoding_need(model.config(), longest, rows, r.options, "hypotheses (inputs x beam)"),
-        "this request");
+    check_memory_budget(decoding_need(model.config(), longest, r.inputs.size(), r.options,
+                                      "hypotheses (inputs x beam)"),
+                        "this request");
   } catch (const Error& e) {
     throw RequestError(r.options.beam > 1 ? "beam" : "inputs", e.what());
   }
