@@ -86,7 +86,7 @@ json parse_body(const std::string& body, const Limits& limits) {
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // a syntax error, or a number past double (1e999)
     throw RequestError("body", std::string("body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw RequestError("body", "body must be a JSON object");

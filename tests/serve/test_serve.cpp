@@ -239,6 +239,7 @@ TEST(Serve, BadRequestsGet400NamingTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"input": "我爱",)", "body"},
       {R"([1, 2])", "body"},
+      {R"({"input": "我爱", "max_new": 1e999})", "body"},  // a number past double
       {R"({"input": "我爱", "beem": 2})", "beem"},
       {R"({"max_new": 3})", "input"},
       {R"({"input": "我爱", "inputs": ["我"]})", "input"},
