@@ -1,7 +1,9 @@
 // `seqtape export`: a checkpoint's weights as safetensors, with config.json and vocab.txt.
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
+#include "train/checkpoint.h"
 #include "train/export.h"
 
 namespace seqtape::cli {
@@ -14,11 +16,19 @@ void register_export(CLI::App& app, Runner& run) {
   CLI::App* sub = app.add_subcommand("export",
                                      "Write a checkpoint's weights as safetensors plus config.json "
                                      "and vocab.txt (readable by numpy/PyTorch)");
-  sub->add_option("--model", a->model, "checkpoint.bin written by seqtape train")->required();
+  sub->add_option("--model", a->model,
+                  "checkpoint.bin (or best.bin) written by seqtape train, or its run directory "
+                  "(checkpoint.bin)")
+      ->required();
   sub->add_option("--out", a->out, "output directory")->required();
   sub->callback([&run, a] {
     run = [a] {
-      ExportReport r = export_checkpoint(a->model, a->out);
+      const std::string ckpt = run_checkpoint(a->model);
+      std::error_code ec;
+      if (std::filesystem::is_directory(ckpt, ec))
+        fail(ckpt,
+             "is a directory without checkpoint.bin (expected a checkpoint or a run directory)");
+      ExportReport r = export_checkpoint(ckpt, a->out);
       std::printf("wrote %zu tensors to %s, with config.json and vocab.txt\n", r.tensors,
                   r.safetensors_path.c_str());
       return kOk;

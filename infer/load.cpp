@@ -70,12 +70,10 @@ ModelFiles read_checkpoint_files(const std::string& path) {
 }
 
 ModelFiles read_model_files(const std::string& path) {
-  const fs::path p(path);
   std::error_code ec;
-  if (!fs::is_directory(p, ec)) return read_checkpoint_files(path);
-  if (fs::is_regular_file(p / "checkpoint.bin", ec))
-    return read_checkpoint_files((p / "checkpoint.bin").string());
-  return read_export(p);
+  const std::string ckpt = run_checkpoint(path);
+  if (ckpt != path || !fs::is_directory(path, ec)) return read_checkpoint_files(ckpt);
+  return read_export(path);
 }
 
 InferenceModel load_model(const std::string& path, WeightLayout layout) {

@@ -2,6 +2,7 @@
 
 #include <cereal/archives/portable_binary.hpp>
 #include <cmath>
+#include <filesystem>
 #include <istream>
 #include <limits>
 #include <new>
@@ -304,6 +305,14 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
     fail(where, e.what());
   }
   write_envelope_atomic(path, EnvelopeKind::Checkpoint, kCheckpointVersion, payload);
+}
+
+std::string run_checkpoint(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path in_run = std::filesystem::path(path) / "checkpoint.bin";
+  return std::filesystem::is_directory(path, ec) && std::filesystem::is_regular_file(in_run, ec)
+             ? in_run.string()
+             : path;
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

@@ -74,6 +74,9 @@ void check_finite(const std::vector<NamedTensor>& ts, const std::string& where,
 // Throws Error for an undefined tensor, a rank above 8, a duplicate name or a negative step.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 Checkpoint load_checkpoint(const std::string& path);
+// `path`, or path/checkpoint.bin when `path` is a run directory holding one: what a --model
+// that names a run (generate, eval, serve, export) reads.
+std::string run_checkpoint(const std::string& path);
 
 // The complete file bytes (envelope included) that save_checkpoint writes.
 std::string checkpoint_to_bytes(const Checkpoint& ckpt);

@@ -744,10 +744,10 @@ const std::vector<Row>& rows() {
        kData,
        {"nope.bin", "cannot open"}},
       {"export_model_is_dir",
-       "--model is a directory",
+       "--model is a directory without checkpoint.bin",
        {"export", "--model", "data", "--out", "exported"},
        kData,
-       {"not a regular file"}},
+       {"data: is a directory without checkpoint.bin"}},
       {"export_missing_out",
        "no --out",
        {"export", "--model", "run/checkpoint.bin"},
@@ -1304,6 +1304,14 @@ TEST(GenerateCli, NumSamplesUnkCountAndModelDirectories) {
   const CliResult ex = run_cli({"export", "--model", "run/checkpoint.bin", "--out", "exported"},
                                Workspace::get().dir());
   ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  // export takes the run directory too, and writes the same files.
+  const CliResult ex_run =
+      run_cli({"export", "--model", "run", "--out", "exported_run"}, Workspace::get().dir());
+  ASSERT_EQ(ex_run.exit_code, 0) << ex_run.err;
+  for (const char* f : {"model.safetensors", "config.json", "vocab.txt"})
+    EXPECT_EQ(read_file(Workspace::get().dir() + "/exported_run/" + f),
+              read_file(Workspace::get().dir() + "/exported/" + f))
+        << f;
   const auto want = generate_json({"--input", "今天天气", "--beam", "2"});
   for (const std::string m : {"run", "exported"}) {
     std::vector<std::string> args = {"generate", "--model", m,   "--input",
