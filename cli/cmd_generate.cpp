@@ -188,7 +188,10 @@ class InputSource {
     }
     std::string line;
     if (!std::getline(*in_, line)) return std::nullopt;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF
+    // A UTF-8 byte-order mark (Windows editors write one) is not part of the first input, as
+    // for a TSV (train/dataset.cpp).
+    if (line_no_ == 0 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
     return InputLine{name_ + ":" + std::to_string(++line_no_), line};
   }
 

@@ -1284,6 +1284,23 @@ TEST(GenerateCli, BatchesKeepInputOrderAndMatchOneAtATime) {
   EXPECT_EQ(read_file(dir + "/batch.out"), want);
 }
 
+// A file saved by a Windows editor (byte-order mark, CRLF) reads as the same lines without them.
+TEST(GenerateCli, InputFileWithByteOrderMarkAndCrlfReadsAsPlainLines) {
+  const std::string dir = Workspace::get().dir();
+  write_file(dir + "/plain_inputs.txt", "今天\n天气很好\n");
+  write_file(dir + "/windows_inputs.txt", "\xEF\xBB\xBF今天\r\n天气很好\r\n");
+  const auto plain = generate_json({"--input-file", "plain_inputs.txt"});
+  const auto windows = generate_json({"--input-file", "windows_inputs.txt"});
+  ASSERT_EQ(plain.size(), 2u);
+  ASSERT_EQ(windows.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(windows[i]["input"], plain[i]["input"]);
+    EXPECT_EQ(windows[i]["tokens"], plain[i]["tokens"]);
+    EXPECT_EQ(windows[i]["score"], plain[i]["score"]);
+    EXPECT_EQ(windows[i]["unk"], 0);
+  }
+}
+
 TEST(GenerateCli, NumSamplesUnkCountAndModelDirectories) {
   const auto s =
       generate_json({"--input", "今天", "--sample", "--seed", "5", "--num-samples", "3"});
