@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "fault_util.h"
@@ -1533,6 +1534,57 @@ TEST(EvalCli, ModelPrintsEveryMetric) {
        {"examples", "loss", "token_accuracy", "exact_match", "chrf", "bleu", "ter", "ser", "beam"})
     EXPECT_TRUE(j.contains(k)) << k << " in " << r.out;
   EXPECT_GT(j["examples"].get<int64_t>(), 0);
+}
+
+// eval decodes --batch sources at once, in order of length: the hypotheses (in data order) and
+// the decoding metrics are those of one source at a time, for greedy and beam search.
+TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
+  const std::string dir = Workspace::get().dir();
+  // 300 steps: enough for answers that differ between sources (checked below), so that a
+  // hypothesis written to another source's line would show.
+  const CliResult t =
+      run_cli({"train", "--data", "data/train.tsv", "--vocab", "data/vocab.txt", "--preset", "seed",
+               "--steps", "300", "--batch", "8", "--out", "eval_run", "--no-progress"},
+              dir);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  // 12 training pairs: lengths 1..5 in data order, not in order of length.
+  std::istringstream train(read_file(dir + "/data/train.tsv"));
+  std::string tsv, sources;
+  int n = 0;
+  for (std::string line; n < 12 && std::getline(train, line); ++n) {
+    tsv += line + "\n";
+    sources += line.substr(0, line.find('\t')) + "\n";
+  }
+  write_file(dir + "/eval_lengths.tsv", tsv);
+  write_file(dir + "/eval_sources.txt", sources);
+  for (const char* beam : {"1", "3"}) {
+    nlohmann::json metrics[2];
+    std::string hyps[2];
+    for (int k = 0; k < 2; ++k) {
+      const std::string out = std::string("eval_hyps_") + beam + "_" + std::to_string(k) + ".txt";
+      const CliResult r =
+          run_cli({"eval", "--model", "eval_run", "--data", "eval_lengths.tsv", "--json", "--beam",
+                   beam, "--batch", k ? "5" : "1", "--out", out},
+                  dir);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_EQ(r.err, "") << "no progress line off a terminal";
+      metrics[k] = nlohmann::json::parse(r.out);
+      hyps[k] = read_file(dir + "/" + out);
+    }
+    EXPECT_EQ(hyps[1], hyps[0]) << "beam " << beam;
+    // generate, one source at a time in data order, gives the same lines.
+    const CliResult g = run_cli({"generate", "--model", "eval_run", "--input-file",
+                                 "eval_sources.txt", "--beam", beam, "--max-new", "256"},
+                                dir);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    EXPECT_EQ(hyps[0], g.out) << "beam " << beam;
+    std::set<std::string> distinct;
+    std::istringstream lines(hyps[0]);
+    for (std::string l; std::getline(lines, l);) distinct.insert(l);
+    EXPECT_GE(distinct.size(), 3u) << "the answers must differ: " << hyps[0];
+    for (const char* m : {"examples", "exact_match", "chrf", "bleu", "ter", "ser"})
+      EXPECT_EQ(metrics[1][m], metrics[0][m]) << m << ", beam " << beam;
+  }
 }
 
 // eval reads a SentencePiece model's text through that model, as generate does: its hypotheses
