@@ -66,6 +66,15 @@ int run_vocab(const VocabArgs& a) {
     src.push_back(p.source);
     tgt.push_back(p.target);
   }
+  check_subword_dir(a.out, a.overwrite);
+  // Learning takes about a minute on 400k pairs: say what is being done before it starts.
+  std::printf(
+      "learning %s %s vocabular%s of at most %lld pieces from %zu pairs (%s) on %lld "
+      "thread(s)...\n",
+      a.separate ? "separate" : "a joint", a.type.c_str(), a.separate ? "ies" : "y",
+      static_cast<long long>(a.size), pairs.size(), a.data.c_str(),
+      static_cast<long long>(a.threads));
+  std::fflush(stdout);
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<SubwordTokenizer> source, target;
   if (a.separate) {

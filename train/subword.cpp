@@ -290,10 +290,20 @@ SubwordVocabs load_subword_dir(const std::string& dir) {
   return v;
 }
 
-std::vector<std::string> write_subword_dir(const std::string& dir, const SubwordTokenizer& source,
-                                           const SubwordTokenizer* target, bool overwrite) {
+void check_subword_dir(const std::string& dir, bool overwrite) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) fail(dir, "exists and is not a directory");
+  if (overwrite) return;
+  for (std::string_view name : {kJointModelFile, kSourceModelFile, kTargetModelFile})
+    if (fs::exists(fs::path(dir) / name, ec))
+      fail((fs::path(dir) / name).string(),
+           "already exists (give --overwrite to replace the vocabulary)");
+}
+
+std::vector<std::string> write_subword_dir(const std::string& dir, const SubwordTokenizer& source,
+                                           const SubwordTokenizer* target, bool overwrite) {
+  check_subword_dir(dir, overwrite);
+  std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(dir, "cannot create the directory: " + ec.message());
   const fs::path d(dir);
@@ -303,11 +313,7 @@ std::vector<std::string> write_subword_dir(const std::string& dir, const Subword
   } else {
     models = {{"spm", &source}};
   }
-  if (!overwrite) {
-    for (std::string_view name : {kJointModelFile, kSourceModelFile, kTargetModelFile})
-      if (fs::exists(d / name, ec))
-        fail((d / name).string(), "already exists (give --overwrite to replace the vocabulary)");
-  } else {
+  if (overwrite) {
     // One layout per directory: a joint model next to separate ones would be ambiguous.
     for (std::string_view name : {kJointModelFile, kSourceModelFile, kTargetModelFile}) {
       fs::remove(d / name, ec);

@@ -1587,6 +1587,31 @@ TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
   }
 }
 
+// vocab refuses a directory that already holds a vocabulary before it learns (a minute on real
+// data), not after; the vocabulary there is left as it was, and --overwrite replaces it.
+TEST(VocabCli, RefusesAnExistingVocabularyBeforeLearning) {
+  const std::string dir = Workspace::get().dir() + "/vocab_twice";
+  std::string tsv;
+  for (const std::string& p : test_util::german_phrases()) tsv += p + "\t" + p + "\n";
+  write_file(dir + "/data.tsv", tsv);
+  const std::vector<std::string> args = {"vocab", "--data", "data.tsv", "--size",
+                                         "40",    "--out",  "v"};
+  const CliResult first = run_cli(args, dir);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.out.find("learning a joint unigram vocabulary"), std::string::npos) << first.out;
+  const std::string model = read_file(dir + "/v/spm.model");
+  const CliResult again = run_cli(args, dir);
+  EXPECT_EQ(again.exit_code, 3);
+  EXPECT_NE(again.err.find("v/spm.model: already exists (give --overwrite"), std::string::npos)
+      << again.err;
+  EXPECT_EQ(again.out, "") << "refused before learning";
+  EXPECT_EQ(read_file(dir + "/v/spm.model"), model);
+  std::vector<std::string> overwrite = args;
+  overwrite.push_back("--overwrite");
+  const CliResult replaced = run_cli(overwrite, dir);
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
+}
+
 // eval reads a SentencePiece model's text through that model, as generate does: its hypotheses
 // are generate's, its loss the trainer's validation loss over the same codec, from the
 // checkpoint, the run directory and its export alike.
