@@ -95,6 +95,7 @@ int run_eval(const EvalArgs& a) {
     throw UsageError("--model is required (or --copy-baseline)");
   const std::vector<TextPair> pairs = read_tsv(a.data);
   if (pairs.empty()) fail(a.data, "no examples to evaluate");
+  if (!a.out.empty()) check_can_save(a.out);  // before the decoding, not after it
   if (a.copy_baseline) return run_copy_baseline(a, pairs);
   // Checked whole (configuration, weights, tokenizer) as the decoding model first.
   const ModelFiles f = read_model_files(a.model);

@@ -66,7 +66,7 @@ int run_vocab(const VocabArgs& a) {
     src.push_back(p.source);
     tgt.push_back(p.target);
   }
-  check_subword_dir(a.out, a.overwrite);
+  prepare_subword_dir(a.out, a.overwrite);
   // Learning takes about a minute on 400k pairs: say what is being done before it starts.
   std::printf(
       "learning %s %s vocabular%s of at most %lld pieces from %zu pairs (%s) on %lld "

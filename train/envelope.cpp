@@ -228,18 +228,37 @@ void clear_write_fault_for_testing() {
   g_fault_armed = false;
 }
 
+namespace {
+
+// Creates write_file_atomic's temp file for `path` and returns its descriptor; `tmp` is its name.
+int create_temp(const std::string& path, std::string& tmp) {
+  // pid + counter: unique per process and per call, so concurrent saves never share a temp.
+  tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+        std::to_string(g_temp_counter.fetch_add(1));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, "cannot save: cannot create " + tmp + ": " + std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
+void check_can_save(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "cannot save: is a directory");
+  std::string tmp;
+  ::close(create_temp(path, tmp));
+  ::unlink(tmp.c_str());
+}
+
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
   const std::filesystem::path target(path);
   const std::string dir =
       target.parent_path().empty() ? std::string(".") : target.parent_path().string();
-  // pid + counter: unique per process and per call, so concurrent saves never share a temp.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(g_temp_counter.fetch_add(1));
   const bool fault = g_fault_armed.load();
   const size_t fault_after = g_fault_after.load();
 
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) fail(path, "cannot save: cannot create " + tmp + ": " + std::strerror(errno));
+  std::string tmp;
+  int fd = create_temp(path, tmp);
 
   // Undo everything and report; the file at `path` has not been touched yet.
   auto abort_write = [&](const std::string& what, int err) {

@@ -62,6 +62,11 @@ void write_envelope_atomic(const std::string& path, EnvelopeKind kind, uint32_t 
 // `path` is left untouched, and an Error naming the path and strerror is thrown.
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);
 
+// Throws the Error write_file_atomic(path, ...) would throw at its start (a missing or
+// unwritable directory, or `path` a directory) by creating and removing its temp file: a
+// command checks its output before long work rather than after it.
+void check_can_save(const std::string& path);
+
 // A file opened for reading whose size is taken from the open descriptor (so it describes the
 // very file being read). Errors name the path.
 class ReadOnlyFile {

@@ -290,9 +290,11 @@ SubwordVocabs load_subword_dir(const std::string& dir) {
   return v;
 }
 
-void check_subword_dir(const std::string& dir, bool overwrite) {
+void prepare_subword_dir(const std::string& dir, bool overwrite) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) fail(dir, "exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) fail(dir, "cannot create the directory: " + ec.message());
   if (overwrite) return;
   for (std::string_view name : {kJointModelFile, kSourceModelFile, kTargetModelFile})
     if (fs::exists(fs::path(dir) / name, ec))
@@ -302,10 +304,8 @@ void check_subword_dir(const std::string& dir, bool overwrite) {
 
 std::vector<std::string> write_subword_dir(const std::string& dir, const SubwordTokenizer& source,
                                            const SubwordTokenizer* target, bool overwrite) {
-  check_subword_dir(dir, overwrite);
+  prepare_subword_dir(dir, overwrite);
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail(dir, "cannot create the directory: " + ec.message());
   const fs::path d(dir);
   std::vector<std::pair<std::string, const SubwordTokenizer*>> models;
   if (target) {

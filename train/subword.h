@@ -108,9 +108,10 @@ struct SubwordVocabs {
 // neither layout, or with only one of source.model/target.model is an Error that names what
 // was expected.
 SubwordVocabs load_subword_dir(const std::string& dir);
-// Throws the Error write_subword_dir would for `dir` before writing (a file in the way, or
-// model files there and no `overwrite`): checked before a minute of learning, not after.
-void check_subword_dir(const std::string& dir, bool overwrite);
+// Creates `dir` if needed and throws the Error write_subword_dir would before writing (a file
+// in the way, a directory that cannot be made, or model files there and no `overwrite`):
+// called before a minute of learning, not after.
+void prepare_subword_dir(const std::string& dir, bool overwrite);
 // Writes the model(s) and the human-readable listings into `dir` (created if needed). With
 // `target` null the model is joint. Existing model files are an Error unless `overwrite`.
 // Returns the paths written.

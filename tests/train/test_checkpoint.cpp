@@ -415,5 +415,21 @@ TEST(Envelope, ReadReportsVersionAndRejectsNewer) {
   EXPECT_EQ(read_envelope(path, EnvelopeKind::Checkpoint, 1, nullptr), "");
 }
 
+// check_can_save fails where write_file_atomic would (a missing directory, a directory in the
+// way), with its message, and leaves nothing behind where it would succeed.
+TEST(Envelope, CheckCanSaveFailsWhereTheSaveWouldAndLeavesNothing) {
+  TempDir dir;
+  const std::string missing = dir.file("no_such_dir/out.txt");
+  EXPECT_ERROR_HAS(check_can_save(missing), missing + ": cannot save: cannot create");
+  EXPECT_ERROR_HAS(write_file_atomic(missing, {"x"}), missing + ": cannot save: cannot create");
+  EXPECT_ERROR_HAS(check_can_save(dir.path().string()), "cannot save: is a directory");
+  const std::string ok = dir.file("out.txt");
+  check_can_save(ok);
+  EXPECT_TRUE(dir.entries().empty()) << "the probe file is removed";
+  write_file_atomic(ok, {"x"});
+  check_can_save(ok);  // an existing file: write_file_atomic replaces it
+  EXPECT_EQ(dir.entries(), std::vector<std::string>{"out.txt"});
+}
+
 }  // namespace
 }  // namespace seqtape
