@@ -70,10 +70,11 @@ ModelFiles read_checkpoint_files(const std::string& path) {
 }
 
 ModelFiles read_model_files(const std::string& path) {
+  // A directory without checkpoint.bin is an export; anything else is (or holds) a checkpoint.
   std::error_code ec;
   const std::string ckpt = run_checkpoint(path);
-  if (ckpt != path || !fs::is_directory(path, ec)) return read_checkpoint_files(ckpt);
-  return read_export(path);
+  return ckpt == path && fs::is_directory(path, ec) ? read_export(path)
+                                                    : read_checkpoint_files(ckpt);
 }
 
 InferenceModel load_model(const std::string& path, WeightLayout layout) {

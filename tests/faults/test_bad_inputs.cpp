@@ -1593,7 +1593,8 @@ TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
       hyps[k] = read_file(dir + "/" + out);
     }
     EXPECT_EQ(hyps[1], hyps[0]) << "beam " << beam;
-    // generate, one source at a time in data order, gives the same lines.
+    // generate, one source at a time in data order, gives the same lines (eval decodes up to
+    // max_positions new tokens; generate caps --max-new there too).
     const CliResult g = run_cli({"generate", "--model", "eval_run", "--input-file",
                                  "eval_sources.txt", "--beam", beam, "--max-new", "256"},
                                 dir);
