@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Builds the whole test suite with AddressSanitizer + UndefinedBehaviorSanitizer (g++,
-# -DSEQTAPE_SANITIZE=ON, RelWithDebInfo, no benchmarks) into build-asan/ and runs it under
-# ctest. Zero reports allowed: UBSan and ASan stop the process at the first report, leaks are
-# checked at exit, and every report (also from `seqtape` processes that tests spawn) is written
-# to build-asan/sanitizer-reports/, which must stay empty.
+# -DSEQTAPE_SANITIZE=ON, -O1 -g1, no benchmarks) into build-asan/ and runs it under ctest.
+# -O1 is the level AddressSanitizer's documentation suggests, and -g1 keeps the line tables, so
+# reports still name file and line. On the 2-core AVX2 machine this built in 800 s instead of
+# the 1,505 s of -O2 -g (RelWithDebInfo's default), and the suite ran 176 s instead of 127 s.
+# Zero reports allowed: UBSan and ASan stop the process at the first report, leaks are checked
+# at exit, and every report (also from `seqtape` processes that tests spawn) is written to
+# build-asan/sanitizer-reports/, which must stay empty.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
 jobs=2
 cmake -S . -B build-asan -DSEQTAPE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DSEQTAPE_BUILD_BENCH=OFF -DSEQTAPE_BUILD_TESTS=ON >/dev/null
 if ! cmake --build build-asan -j"$jobs" >build-asan/build.log 2>&1; then
   grep -E 'error|Error' -A5 build-asan/build.log | head -60 >&2
