@@ -17,6 +17,7 @@ packages=(
   libopenmpi-dev openmpi-bin # data-parallel training (mpirun -np N seqtape train)
   libdnnl-dev       # oneDNN: --matmul onednn|auto, --precision bf16
   trans-de-en       # the German-English dictionary behind datasets/de-en
+  festlex-cmu       # the CMU pronouncing dictionary behind datasets/cmudict
   chromium chromium-driver  # the browser test of web/player.html (headless, Debian's build)
   nodejs            # drives the browser test (web/test/player_test.mjs; built-in fetch, no npm)
   fonts-wqy-microhei # CJK glyphs in the page's screenshots
