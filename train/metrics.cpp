@@ -1,8 +1,10 @@
 #include "train/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "autograd/tensor.h"  // seqtape::fail
@@ -479,6 +481,10 @@ double ErrorRate::token_error_rate() const {
   return static_cast<double>(edits) / static_cast<double>(ref_tokens);
 }
 
+void ErrorRate::throw_no_references() {
+  fail("metrics", "a hypothesis with no reference to score it against");
+}
+
 double ErrorRate::sequence_error_rate() const {
   return sequences ? static_cast<double>(wrong_sequences) / static_cast<double>(sequences) : 0.0;
 }
@@ -495,6 +501,268 @@ void TokenAccuracy::add(std::span<const int32_t> predicted, std::span<const int3
   }
 }
 
+// ---- TER ----------------------------------------------------------------------------------
+
+namespace {
+
+// Python's str.lower() on the letters of Latin-1, Latin Extended-A, Greek and Cyrillic.
+char32_t lower_char(char32_t c) {
+  if ((c >= U'A' && c <= U'Z') || (c >= 0xC0 && c <= 0xDE && c != 0xD7)) return c + 0x20;
+  if (c >= 0x100 && c <= 0x17F) {
+    if (c == 0x130 || c == 0x138 || c == 0x149 || c == 0x17F) return c;  // no one-letter lower
+    if (c == 0x178) return 0xFF;
+    const bool odd_upper = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E);
+    return (c % 2 == 1) == odd_upper ? c + 1 : c;
+  }
+  if ((c >= 0x391 && c <= 0x3A9 && c != 0x3A2) || (c >= 0x410 && c <= 0x42F)) return c + 0x20;
+  if (c >= 0x400 && c <= 0x40F) return c + 0x50;
+  if (c == 0x386) return 0x3AC;
+  if (c >= 0x388 && c <= 0x38A) return c + 0x25;
+  if (c == 0x38C) return 0x3CC;
+  if (c == 0x38E || c == 0x38F) return c + 0x3F;
+  return c;
+}
+
+// Each distinct word as a small integer, so that the many edit distances compare ints.
+using Ids = std::vector<int32_t>;
+std::pair<Ids, Ids> intern(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::unordered_map<std::string_view, int32_t> id;
+  auto map = [&](const std::vector<std::string>& words) {
+    Ids out;
+    for (const std::string& w : words)
+      out.push_back(id.try_emplace(w, static_cast<int32_t>(id.size())).first->second);
+    return out;
+  };
+  Ids x = map(a);
+  return {std::move(x), map(b)};
+}
+
+constexpr int64_t kTerInf = int64_t{1} << 50;
+constexpr int kMaxShiftSize = 10, kMaxShiftDist = 50, kBeamWidth = 25, kMaxShiftCandidates = 1000;
+
+// lib_ter's BeamEditDistance (without its cache, which saves time and changes nothing):
+// hypothesis rows i, reference columns j, only a band around the diagonal scaled by the length
+// ratio is filled. The trace rewrites the hypothesis into the reference: ' ' keep, 's'
+// substitute, 'i' take a reference word, 'd' drop a hypothesis word. Preference on equal cost
+// as lib_ter: keep/substitute, then 'd', then 'i'.
+std::pair<int64_t, std::string> beam_edit_distance(const Ids& h, const Ids& r) {
+  struct Cell {
+    int64_t cost;
+    char op;
+  };
+  const size_t n = h.size(), m = r.size();
+  std::vector<std::vector<Cell>> dist(n + 1, std::vector<Cell>(m + 1, Cell{kTerInf, 'x'}));
+  for (size_t j = 0; j <= m; ++j) dist[0][j] = {static_cast<int64_t>(j), 'i'};
+  const double ratio = n ? static_cast<double>(m) / static_cast<double>(n) : 1.0;
+  const int64_t beam =
+      kBeamWidth < ratio / 2 ? static_cast<int64_t>(std::ceil(ratio / 2 + kBeamWidth)) : kBeamWidth;
+  for (size_t i = 1; i <= n; ++i) {
+    const auto diag = static_cast<int64_t>(std::floor(static_cast<double>(i) * ratio));
+    const auto lo = static_cast<size_t>(std::max<int64_t>(0, diag - beam));
+    size_t hi = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(m) + 1, diag + beam));
+    if (i == n) hi = m + 1;
+    for (size_t j = lo; j < hi; ++j) {
+      if (j == 0) {
+        dist[i][0] = {dist[i - 1][0].cost + 1, 'd'};
+        continue;
+      }
+      const bool same = h[i - 1] == r[j - 1];
+      const Cell ops[3] = {{dist[i - 1][j - 1].cost + (same ? 0 : 1), same ? ' ' : 's'},
+                           {dist[i - 1][j].cost + 1, 'd'},
+                           {dist[i][j - 1].cost + 1, 'i'}};
+      for (const Cell& c : ops)
+        if (dist[i][j].cost > c.cost) dist[i][j] = c;
+    }
+  }
+  std::string trace;
+  for (size_t i = n, j = m; i > 0 || j > 0;) {
+    const char op = dist[i][j].op;
+    trace += op;
+    if (op == ' ' || op == 's')
+      --i, --j;
+    else if (op == 'i')
+      --j;
+    else if (op == 'd')
+      --i;
+    else
+      fail("ter", "edit distance trace left the beam");  // lib_ter raises here too
+  }
+  std::reverse(trace.begin(), trace.end());
+  return {dist[n][m].cost, trace};
+}
+
+// Python's words[a:b] with its clamping.
+void append_slice(Ids& out, const Ids& w, size_t a, size_t b) {
+  a = std::min(a, w.size()), b = std::min(b, w.size());
+  if (a < b)
+    out.insert(out.end(), w.begin() + static_cast<std::ptrdiff_t>(a),
+               w.begin() + static_cast<std::ptrdiff_t>(b));
+}
+
+// lib_ter's _perform_shift: words[start, start+len) moved before position `target`.
+Ids perform_shift(const Ids& w, size_t start, size_t len, size_t target) {
+  Ids out;
+  if (target < start) {
+    append_slice(out, w, 0, target), append_slice(out, w, start, start + len);
+    append_slice(out, w, target, start), append_slice(out, w, start + len, w.size());
+  } else if (target > start + len) {
+    append_slice(out, w, 0, start), append_slice(out, w, start + len, target);
+    append_slice(out, w, start, start + len), append_slice(out, w, target, w.size());
+  } else {
+    append_slice(out, w, 0, start), append_slice(out, w, start + len, len + target);
+    append_slice(out, w, start, start + len), append_slice(out, w, len + target, w.size());
+  }
+  return out;
+}
+
+// The alignment of lib_ter's trace_to_alignment, from the trace flipped to rewrite the
+// reference into the hypothesis: align[ref position] = hypothesis position, and which
+// positions on each side are errors.
+struct Alignment {
+  std::vector<int64_t> align;
+  std::vector<int> ref_err, hyp_err;
+};
+Alignment align_trace(const std::string& inv_trace) {
+  Alignment a;
+  int64_t pos_hyp = -1;
+  for (const char op : inv_trace) {
+    // Flipped: the original 'd' (drop a hypothesis word) is an insertion here, and 'i' a deletion.
+    if (op == ' ' || op == 's') {
+      a.align.push_back(++pos_hyp);
+      a.hyp_err.push_back(op == 's'), a.ref_err.push_back(op == 's');
+    } else if (op == 'd') {
+      ++pos_hyp;
+      a.hyp_err.push_back(1);
+    } else {
+      a.align.push_back(pos_hyp);
+      a.ref_err.push_back(1);
+    }
+  }
+  return a;
+}
+
+struct ShiftResult {
+  int64_t delta = 0;
+  Ids words;
+};
+
+bool any_error(const std::vector<int>& err, size_t start, size_t len) {
+  return std::any_of(err.begin() + static_cast<std::ptrdiff_t>(start),
+                     err.begin() + static_cast<std::ptrdiff_t>(start + len),
+                     [](int e) { return e != 0; });
+}
+
+// lib_ter's _shift: of the candidate shifts of a matching run of words, the one that lowers the
+// edit distance most; ties to the longer run, then the earlier start, then the earlier target.
+ShiftResult best_shift(const Ids& h, const Ids& r, int64_t& checked) {
+  const auto [pre_score, inv_trace] = beam_edit_distance(h, r);
+  const Alignment al = align_trace(inv_trace);
+  bool found = false;
+  int64_t best_delta = 0, best_len = 0, best_start = 0, best_idx = 0;
+  Ids best_words;
+  for (size_t sh = 0; sh < h.size() && checked < kMaxShiftCandidates; ++sh) {
+    for (size_t sr = 0; sr < r.size() && checked < kMaxShiftCandidates; ++sr) {
+      if (std::abs(static_cast<int64_t>(sr) - static_cast<int64_t>(sh)) > kMaxShiftDist) continue;
+      for (size_t len = 1; len <= kMaxShiftSize && h[sh + len - 1] == r[sr + len - 1]; ++len) {
+        const bool last = sh + len == h.size() || sr + len == r.size();
+        const auto at = al.align[sr];
+        if (any_error(al.hyp_err, sh, len) && any_error(al.ref_err, sr, len) &&
+            !(static_cast<int64_t>(sh) <= at && at < static_cast<int64_t>(sh + len))) {
+          int64_t prev_idx = -1;
+          for (int64_t off = -1; off < static_cast<int64_t>(len); ++off) {
+            const int64_t rpos = static_cast<int64_t>(sr) + off;
+            if (rpos >= static_cast<int64_t>(r.size())) break;
+            const int64_t idx = rpos == -1 ? 0 : al.align[static_cast<size_t>(rpos)] + 1;
+            if (idx == prev_idx) continue;
+            prev_idx = idx;
+            Ids shifted = perform_shift(h, sh, len, static_cast<size_t>(idx));
+            const int64_t delta = pre_score - beam_edit_distance(shifted, r).first;
+            ++checked;
+            const auto key =
+                std::make_tuple(delta, static_cast<int64_t>(len), -static_cast<int64_t>(sh), -idx);
+            if (!found || key > std::make_tuple(best_delta, best_len, -best_start, -best_idx)) {
+              found = true;
+              best_delta = delta, best_len = static_cast<int64_t>(len);
+              best_start = static_cast<int64_t>(sh), best_idx = idx;
+              best_words = std::move(shifted);
+            }
+          }
+        }
+        if (last || checked >= kMaxShiftCandidates) break;
+      }
+    }
+  }
+  if (!found) return {0, h};
+  return {best_delta, std::move(best_words)};
+}
+
+}  // namespace
+
+std::string ter_tokenize(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const auto [cp, len] = char_at(text, pos);
+    const char32_t low = lower_char(cp);
+    if (low == cp)
+      out.append(text.substr(pos, len));  // an invalid byte stays as it was
+    else
+      out += utf8_encode(low);
+    pos += len;
+  }
+  return out;
+}
+
+int64_t translation_edits(const std::vector<std::string>& hyp_words,
+                          const std::vector<std::string>& ref_words) {
+  if (ref_words.empty()) return static_cast<int64_t>(hyp_words.size());
+  auto [h, r] = intern(hyp_words, ref_words);
+  int64_t shifts = 0, checked = 0;
+  for (;;) {
+    ShiftResult s = best_shift(h, r, checked);
+    // As lib_ter: past the candidate limit even an improving shift is not taken.
+    if (checked >= kMaxShiftCandidates || s.delta <= 0) break;
+    ++shifts;
+    h = std::move(s.words);
+  }
+  return shifts + beam_edit_distance(h, r).first;
+}
+
+TerStats ter_segment_stats(std::string_view hyp, std::span<const std::string> refs) {
+  if (refs.empty()) ErrorRate::throw_no_references();
+  auto words = [](std::string_view text) {
+    const std::string low = ter_tokenize(text);
+    std::vector<std::string> out;
+    for (std::string_view w : split_whitespace(low)) out.emplace_back(w);
+    return out;
+  };
+  const std::vector<std::string> h = words(hyp);
+  TerStats st;
+  double best = -1, lengths = 0;
+  for (const std::string& ref : refs) {
+    const std::vector<std::string> r = words(ref);
+    const auto e = static_cast<double>(translation_edits(h, r));
+    if (best < 0 || e < best) best = e;
+    lengths += static_cast<double>(r.size());
+  }
+  st.edits = best;
+  st.ref_len = lengths / static_cast<double>(refs.size());
+  return st;
+}
+
+double ter_from_stats(const TerStats& stats) {
+  return stats.ref_len > 0 ? 100.0 * stats.edits / stats.ref_len : 100.0;
+}
+
+double corpus_ter(std::span<const std::string> hyps,
+                  const std::vector<std::vector<std::string>>& ref_streams) {
+  check_sizes(hyps.size(), ref_streams, "corpus_ter");
+  TerStats total;
+  for (size_t i = 0; i < hyps.size(); ++i)
+    total.add(ter_segment_stats(hyps[i], refs_of(ref_streams, i)));
+  return ter_from_stats(total);
+}
+
 // ---- CorpusMetrics ------------------------------------------------------------------------
 
 CorpusMetrics::CorpusMetrics(ErrorUnit unit, BleuOptions bleu, ChrfOptions chrf)
@@ -503,29 +771,43 @@ CorpusMetrics::CorpusMetrics(ErrorUnit unit, BleuOptions bleu, ChrfOptions chrf)
   bleu_.total.assign(bleu_opt_.max_order, 0);
 }
 
-void CorpusMetrics::add_text(std::string_view hyp, std::string_view ref) {
-  const std::string ref_s(ref);
-  const std::span<const std::string> refs(&ref_s, 1);
+void CorpusMetrics::add_text(std::string_view hyp, std::span<const std::string> refs) {
+  if (refs.empty()) ErrorRate::throw_no_references();
   bleu_.add(bleu_segment_stats(hyp, refs, bleu_opt_));
   chrf_.add(chrf_segment_stats(hyp, refs, chrf_opt_));
+  ter_.add(ter_segment_stats(hyp, refs));
+  std::vector<std::vector<std::string_view>> symbols;
+  for (const std::string& r : refs) symbols.push_back(split_whitespace(r));
+  const std::vector<std::string_view> h = split_whitespace(hyp);
+  phonemes_.add_closest(std::span<const std::string_view>(h), symbols);
   ++segments_;
-  exact_ += hyp == ref ? 1 : 0;
+  exact_ += std::find(refs.begin(), refs.end(), hyp) != refs.end() ? 1 : 0;
 }
 
 void CorpusMetrics::add(std::string_view hyp, std::string_view ref) {
-  add_text(hyp, ref);
+  const std::string ref_s(ref);
+  add(hyp, std::span<const std::string>(&ref_s, 1));
+}
+
+void CorpusMetrics::add(std::string_view hyp, std::span<const std::string> refs) {
+  add_text(hyp, refs);
   if (unit_ == ErrorUnit::kCharacters) {
-    const std::vector<char32_t> h = characters(hyp), r = characters(ref);
-    errors_.add(std::span<const char32_t>(h), std::span<const char32_t>(r));
+    std::vector<std::vector<char32_t>> r;
+    for (const std::string& ref : refs) r.push_back(characters(ref));
+    const std::vector<char32_t> h = characters(hyp);
+    errors_.add_closest(std::span<const char32_t>(h), r);
   } else {
-    const auto h = split_whitespace(hyp), r = split_whitespace(ref);
-    errors_.add(std::span<const std::string_view>(h), std::span<const std::string_view>(r));
+    std::vector<std::vector<std::string_view>> r;
+    for (const std::string& ref : refs) r.push_back(split_whitespace(ref));
+    const std::vector<std::string_view> h = split_whitespace(hyp);
+    errors_.add_closest(std::span<const std::string_view>(h), r);
   }
 }
 
 void CorpusMetrics::add_tokens(std::string_view hyp, std::string_view ref,
                                std::span<const int32_t> hyp_ids, std::span<const int32_t> ref_ids) {
-  add_text(hyp, ref);
+  const std::string ref_s(ref);
+  add_text(hyp, std::span<const std::string>(&ref_s, 1));
   errors_.add(hyp_ids, ref_ids);
 }
 
@@ -534,8 +816,11 @@ EvalSummary CorpusMetrics::summary() const {
   s.segments = segments_;
   s.bleu = bleu_from_stats(bleu_, bleu_opt_).score;
   s.chrf = chrf_from_stats(chrf_, chrf_opt_);
+  s.ter = ter_from_stats(ter_);
   s.exact = segments_ ? static_cast<double>(exact_) / static_cast<double>(segments_) : 0.0;
-  s.ter = errors_.token_error_rate();
+  s.wer = segments_ ? 1.0 - s.exact : 0.0;
+  s.per = phonemes_.token_error_rate();
+  s.cer = errors_.token_error_rate();
   s.ser = errors_.sequence_error_rate();
   return s;
 }
@@ -545,6 +830,16 @@ EvalSummary copy_baseline(std::span<const std::string> sources,
   if (sources.size() != references.size())
     fail("copy_baseline", std::to_string(sources.size()) + " sources but " +
                               std::to_string(references.size()) + " references");
+  CorpusMetrics m(unit);
+  for (size_t i = 0; i < sources.size(); ++i) m.add(sources[i], references[i]);
+  return m.summary();
+}
+
+EvalSummary copy_baseline(std::span<const std::string> sources,
+                          const std::vector<std::vector<std::string>>& references, ErrorUnit unit) {
+  if (sources.size() != references.size())
+    fail("copy_baseline", std::to_string(sources.size()) + " sources but " +
+                              std::to_string(references.size()) + " reference sets");
   CorpusMetrics m(unit);
   for (size_t i = 0; i < sources.size(); ++i) m.add(sources[i], references[i]);
   return m.summary();

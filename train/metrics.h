@@ -10,8 +10,21 @@
 // Text is UTF-8; chrF counts characters (code points), never bytes. Whitespace is Python's
 // str.split() whitespace (Unicode White_Space), as sacreBLEU sees it.
 //
+// TER follows sacreBLEU 2.x (metrics/ter.py, metrics/lib_ter.py, tokenizers/tokenizer_ter.py)
+// with its defaults: not normalized, punctuation kept, no Asian support, case-insensitive.
+//
 // Error rates are Levenshtein edit distance (insertions, deletions, substitutions, each 1)
-// over a token sequence divided by the reference length, summed over the corpus.
+// over a token sequence divided by the reference length, summed over the corpus as sacreBLEU's
+// corpus rates are: Σ edits / Σ reference lengths, never a mean of sentence rates.
+//
+// Several references per source: BLEU and chrF as sacreBLEU; TER the fewest edits over the
+// references, over their mean length (sacreBLEU); and for the edit rates below (CER, PER)
+// the closest reference, the one with the fewest edits (the first listed on a tie), whose
+// length is the denominator's share:
+//   WER = sources whose hypothesis equals none of its references (as text) / sources
+//   PER = Σ_sources min_ref edits(hyp, ref) / Σ_sources len(that ref), over space-separated
+//         symbols (phonemes in G2P; words in translation)
+//   CER = the same over characters (or the unit CorpusMetrics is given)
 
 #include <algorithm>
 #include <cstdint>
@@ -128,12 +141,27 @@ struct ErrorRate {
   int64_t edits = 0, ref_tokens = 0, sequences = 0, wrong_sequences = 0;
   template <typename T>
   void add(std::span<const T> hyp, std::span<const T> ref) {
-    const int64_t d = edit_distance(hyp, ref);
+    add_edits(edit_distance(hyp, ref), static_cast<int64_t>(ref.size()));
+  }
+  // Against the closest of several references (fewest edits, the first on a tie); none is an
+  // Error.
+  template <typename T>
+  void add_closest(std::span<const T> hyp, const std::vector<std::vector<T>>& refs) {
+    if (refs.empty()) throw_no_references();
+    int64_t best = -1, best_len = 0;
+    for (const std::vector<T>& r : refs) {
+      const int64_t d = edit_distance(hyp, std::span<const T>(r));
+      if (best < 0 || d < best) best = d, best_len = static_cast<int64_t>(r.size());
+    }
+    add_edits(best, best_len);
+  }
+  void add_edits(int64_t d, int64_t ref_len) {
     edits += d;
-    ref_tokens += static_cast<int64_t>(ref.size());
+    ref_tokens += ref_len;
     sequences += 1;
     wrong_sequences += d > 0 ? 1 : 0;
   }
+  [[noreturn]] static void throw_no_references();
   double token_error_rate() const;     // 0..∞ (a fraction, not a percentage)
   double sequence_error_rate() const;  // 0..1
 };
@@ -146,39 +174,73 @@ struct TokenAccuracy {
   double value() const { return counted ? static_cast<double>(correct) / counted : 0.0; }
 };
 
+// ---- TER ----------------------------------------------------------------------------------
+
+// sacreBLEU's TercomTokenizer with TER's defaults: the text lower-cased (Python's str.lower()
+// for Latin-1, Latin Extended-A, Greek and Cyrillic capitals, without Python's final-sigma rule;
+// other scripts are left as they are), nothing else.
+// The words are then the whitespace-separated parts.
+std::string ter_tokenize(std::string_view text);
+
+// Translation edit rate of one hypothesis against one reference, as lib_ter's
+// translation_edit_rate: greedy shifts of up to 10 words by up to 50 positions while one
+// lowers the edit distance (at most 1000 candidate shifts in all), each shift one edit, then
+// the beam (25 around the length-scaled diagonal) Levenshtein distance. Returns the edits;
+// against an empty reference, the hypothesis' length.
+int64_t translation_edits(const std::vector<std::string>& hyp, const std::vector<std::string>& ref);
+
+// Sufficient statistics of sacreBLEU's TER: the fewest edits over a segment's references and
+// their mean length (in words), summed over segments.
+struct TerStats {
+  double edits = 0, ref_len = 0;
+  void add(const TerStats& o) { edits += o.edits, ref_len += o.ref_len; }
+};
+TerStats ter_segment_stats(std::string_view hyp, std::span<const std::string> refs);
+// 100 · edits / ref_len on sacreBLEU's scale (100 when ref_len is 0, as sacreBLEU).
+double ter_from_stats(const TerStats& stats);
+double corpus_ter(std::span<const std::string> hyps,
+                  const std::vector<std::vector<std::string>>& ref_streams);
+
 // ---- everything at once -------------------------------------------------------------------
 
 // Which units the error rate counts when only text is given.
 enum class ErrorUnit { kCharacters, kWords };
 
+// One segment is one source, however many references it has.
 struct EvalSummary {
   int64_t segments = 0;
-  double bleu = 0, chrf = 0;  // 0..100, as sacreBLEU prints them
-  double exact = 0;           // fraction of hypotheses equal to their reference, 0..1
-  double ter = 0, ser = 0;    // token and sequence error rate (fractions)
+  double bleu = 0, chrf = 0, ter = 0;  // 0..100, as sacreBLEU prints them
+  double exact = 0;  // fraction of hypotheses equal to one of their references, 0..1
+  double wer = 0;    // 1 - exact: sources whose hypothesis equals none of its references
+  double per = 0;    // edit rate over space-separated symbols, closest reference (fraction)
+  double cer = 0;    // edit rate in the unit given (characters by default), closest reference
+  double ser = 0;    // sources whose tokens in that unit differ from the closest reference's
 };
 
-// Accumulates every metric over a corpus, one (hypothesis, reference) pair at a time, so a
-// trainer or `eval` can feed decoded batches as they come. The error rate counts characters or
+// Accumulates every metric over a corpus, one hypothesis and its references at a time, so a
+// trainer or `eval` can feed decoded batches as they come. CER counts characters or
 // whitespace-separated words of the text, or (add_tokens) the model's own token ids.
 class CorpusMetrics {
  public:
   explicit CorpusMetrics(ErrorUnit unit = ErrorUnit::kCharacters, BleuOptions bleu = {},
                          ChrfOptions chrf = {});
   void add(std::string_view hyp, std::string_view ref);
-  // Same, with the error rate over token ids instead of characters or words.
+  // One source with several references (at least one: none is an Error).
+  void add(std::string_view hyp, std::span<const std::string> refs);
+  // One reference, with CER and SER over token ids instead of characters or words.
   void add_tokens(std::string_view hyp, std::string_view ref, std::span<const int32_t> hyp_ids,
                   std::span<const int32_t> ref_ids);
   EvalSummary summary() const;
 
  private:
-  void add_text(std::string_view hyp, std::string_view ref);
+  void add_text(std::string_view hyp, std::span<const std::string> refs);
   ErrorUnit unit_;
   BleuOptions bleu_opt_;
   ChrfOptions chrf_opt_;
   BleuStats bleu_;
   ChrfStats chrf_;
-  ErrorRate errors_;
+  TerStats ter_;
+  ErrorRate errors_, phonemes_;
   int64_t segments_ = 0, exact_ = 0;
 };
 
@@ -186,6 +248,10 @@ class CorpusMetrics {
 // not beat it has learnt nothing beyond copying (names, numbers, cognates).
 EvalSummary copy_baseline(std::span<const std::string> sources,
                           std::span<const std::string> references,
+                          ErrorUnit unit = ErrorUnit::kCharacters);
+// references[i]: every reference of source i.
+EvalSummary copy_baseline(std::span<const std::string> sources,
+                          const std::vector<std::vector<std::string>>& references,
                           ErrorUnit unit = ErrorUnit::kCharacters);
 
 }  // namespace seqtape::metrics

@@ -1,6 +1,7 @@
 // Metric values worked out by hand (the arithmetic is in the comments) and published examples:
 //   sacreBLEU's own tests, github.com/mjpost/sacrebleu: test/test_bleu.py,
-//   test/test_sentence_bleu.py, test/test_chrf.py (tolerances as there: 1e-8, 1e-3, 1e-4);
+//   test/test_sentence_bleu.py, test/test_chrf.py, test/test_ter.py (tolerances as there: 1e-8,
+//   1e-3, 1e-4, 1e-3);
 //   the chrF metric card of github.com/huggingface/datasets, metrics/chrf/README.md.
 #include <gtest/gtest.h>
 
@@ -397,17 +398,107 @@ TEST(CorpusMetrics, SummaryCombinesEveryMetric) {
   EXPECT_EQ(s.segments, 2);
   EXPECT_DOUBLE_EQ(s.exact, 0.5);
   EXPECT_DOUBLE_EQ(s.ser, 0.5);
-  EXPECT_DOUBLE_EQ(s.ter, 1.0 / 10);  // one deletion over 6 + 4 reference characters
+  EXPECT_DOUBLE_EQ(s.cer, 1.0 / 10);  // one deletion over 6 + 4 reference characters
   EXPECT_NEAR(s.chrf,
               corpus_chrf(Strings{"今天天气很好", "今天气"}, Strings{"今天天气很好", "今天天气"}),
               1e-12);
   CorpusMetrics words(ErrorUnit::kWords);
   words.add("the cat sat", "the cat sat down");
-  EXPECT_DOUBLE_EQ(words.summary().ter, 0.25);
+  EXPECT_DOUBLE_EQ(words.summary().cer, 0.25);
   CorpusMetrics ids;
   const std::vector<int32_t> h{7, 8}, r{7, 8, 9};
   ids.add_tokens("ab", "abc", h, r);
-  EXPECT_DOUBLE_EQ(ids.summary().ter, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(ids.summary().cer, 1.0 / 3);
+}
+
+// G2P: one word, several pronunciations. WER counts words whose hypothesis is none of them;
+// PER takes the closest reference's edits over that reference's length, summed over words.
+TEST(CorpusMetrics, WerAndPerAgainstSeveralReferences) {
+  CorpusMetrics m;
+  m.add("r eh d", Strings{"r iy d", "r eh d"});  // the second reference: right, 0 edits of 3
+  // One edit from each reference: the first listed counts, 1 edit of 4 (not 1 of 2).
+  m.add("a b c", Strings{"a b c d", "a b"});
+  m.add("x y", Strings{"x y z"});  // 1 edit of 3
+  const EvalSummary s = m.summary();
+  EXPECT_EQ(s.segments, 3);
+  EXPECT_DOUBLE_EQ(s.wer, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(s.exact, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(s.per, 2.0 / 10);  // (0 + 1 + 1) / (3 + 4 + 3)
+  // CER in characters, closest reference too: 0 of 6, 2 of 7 ("a b c d" less " d"; "a b" plus
+  // " c" is 2 edits too, the first listed counts), 2 of 5.
+  EXPECT_DOUBLE_EQ(s.cer, 4.0 / 18);
+  EXPECT_DOUBLE_EQ(s.ser, 2.0 / 3);
+  // BLEU and chrF see every reference, as sacreBLEU's several reference streams.
+  const Strings hyps{"r eh d", "a b c", "x y"};
+  const std::vector<Strings> streams{{"r iy d", "a b c d", "x y z"}, {"r eh d", "a b", "x y z"}};
+  EXPECT_NEAR(s.bleu, corpus_bleu(hyps, streams).score, 1e-12);
+  EXPECT_NEAR(s.chrf, corpus_chrf(hyps, streams), 1e-12);
+  EXPECT_NEAR(s.ter, corpus_ter(hyps, streams), 1e-12);
+  EXPECT_ERROR_HAS(m.add("a", Strings{}), "no reference");
+}
+
+// ---- TER ----------------------------------------------------------------------------------
+
+double ter1(const std::string& hyp, const std::string& ref) {
+  const std::vector<Strings> r{{ref}};
+  return corpus_ter(Strings{hyp}, r);
+}
+
+// sacreBLEU's test/test_ter.py, every case: corpus TER of the hypotheses against one
+// reference stream, |score - 100·expected| < 1e-3.
+TEST(TerSacrebleu, TestTerCases) {
+  EXPECT_NEAR(ter1("aaaa bbbb cccc dddd", "aaaa bbbb cccc dddd"), 0.0, 1e-3);  // perfect match
+  EXPECT_NEAR(ter1("dddd eeee ffff", "aaaa bbbb cccc"), 100.0, 1e-3);          // no overlap
+  EXPECT_NEAR(ter1("", "a"), 100.0, 1e-3);  // corner case, empty hypothesis
+  EXPECT_NEAR(ter1("d e f g h a b c", "a b c d e f g h"), 100.0 / 8, 1e-3);  // one shift fixes it
+  // Realistic example from WMT dev data (2019).
+  const Strings hyps{
+      "wählen Sie \" Bild neu berechnen , \" um beim Ändern der Bildgröße Pixel hinzuzufügen "
+      "oder zu entfernen , damit das Bild ungefähr dieselbe Größe aufweist wie die andere Größe .",
+      "wenn Sie alle Aufgaben im aktuellen Dokument aktualisieren möchten , wählen Sie im Menü "
+      "des Aufgabenbedienfelds die Option \" Alle Aufgaben aktualisieren . \"",
+      "klicken Sie auf der Registerkarte \" Optionen \" auf die Schaltfläche \" Benutzerdefiniert "
+      "\" und geben Sie Werte für \" Fehlerkorrektur-Level \" und \" Y / X-Verhältnis \" ein .",
+      "Sie können beispielsweise ein Dokument erstellen , das ein Auto über die Bühne enthält .",
+      "wählen Sie im Dialogfeld \" Neu aus Vorlage \" eine Vorlage aus und klicken Sie auf \" Neu "
+      ". \""};
+  const Strings refs{
+      "wählen Sie \" Bild neu berechnen , \" um beim Ändern der Bildgröße Pixel hinzuzufügen "
+      "oder zu entfernen , damit die Darstellung des Bildes in einer anderen Größe beibehalten "
+      "wird .",
+      "wenn Sie alle Aufgaben im aktuellen Dokument aktualisieren möchten , wählen Sie im Menü "
+      "des Aufgabenbedienfelds die Option \" Alle Aufgaben aktualisieren . \"",
+      "klicken Sie auf der Registerkarte \" Optionen \" auf die Schaltfläche \" Benutzerdefiniert "
+      "\" und geben Sie für \" Fehlerkorrektur-Level \" und \" Y / X-Verhältnis \" niedrigere "
+      "Werte ein .",
+      "Sie können beispielsweise ein Dokument erstellen , das ein Auto enthalt , das sich über "
+      "die Bühne bewegt .",
+      "wählen Sie im Dialogfeld \" Neu aus Vorlage \" eine Vorlage aus und klicken Sie auf \" Neu "
+      ". \""};
+  EXPECT_NEAR(corpus_ter(hyps, std::vector<Strings>{refs}), 13.6, 1e-3);
+}
+
+TEST(Ter, HandWorkedValues) {
+  // A shift of a block is one edit where the edit distance alone counts one per word moved:
+  // "c d a b" -> "a b c d" is one shift of "a b" (or of "c d"): 1 edit of 4.
+  EXPECT_DOUBLE_EQ(ter1("c d a b", "a b c d"), 25.0);
+  EXPECT_EQ(edit_distance(std::span<const char>(std::string_view("cdab")),
+                          std::span<const char>(std::string_view("abcd"))),
+            4);
+  // Case-insensitive by default (Latin-1 letters too), punctuation kept as it is.
+  EXPECT_DOUBLE_EQ(ter1("The CAT sat. ÄRGER", "the cat sat. ärger"), 0.0);
+  EXPECT_DOUBLE_EQ(ter1("the cat sat", "the cat sat ."), 25.0);  // one insertion of 4
+  EXPECT_EQ(ter_tokenize("ÀÉÎ Σ Ж Ё Łódź"), "àéî σ ж ё łódź");
+  // Several references: the fewest edits, over the mean reference length (sacreBLEU):
+  // 0 edits against "a b", over (2 + 4) / 2 words.
+  const TerStats st = ter_segment_stats("a b", Strings{"a b c d", "a b"});
+  EXPECT_DOUBLE_EQ(st.edits, 0.0);
+  EXPECT_DOUBLE_EQ(st.ref_len, 3.0);
+  // An empty reference: every hypothesis word is an edit, and no length, so 100 alone.
+  EXPECT_DOUBLE_EQ(ter1("x y", ""), 100.0);
+  const TerStats empty = ter_segment_stats("x y", Strings{""});
+  EXPECT_DOUBLE_EQ(empty.edits, 2.0);
+  EXPECT_DOUBLE_EQ(empty.ref_len, 0.0);
 }
 
 TEST(CorpusMetrics, CopyBaseline) {
@@ -439,7 +530,7 @@ TEST(CorpusMetrics, CopyBaselineOnDeEnTestSplit) {
   std::printf(
       "de-en test copy baseline: %lld segments, chrF %.2f, BLEU %.2f, exact %.4f, "
       "character error rate %.4f\n",
-      static_cast<long long>(s.segments), s.chrf, s.bleu, s.exact, s.ter);
+      static_cast<long long>(s.segments), s.chrf, s.bleu, s.exact, s.cer);
 }
 
 }  // namespace
