@@ -1,8 +1,10 @@
-// `seqtape eval`: score a checkpoint on a TSV — teacher-forced loss and token accuracy, then
-// greedy or beam decodes (infer's batched generate, --batch inputs at a time, with a progress
-// line on a terminal) scored by exact match, chrF, BLEU (as sacreBLEU computes them,
-// train/metrics.h), token error rate over characters and sequence error rate. --out writes the
-// hypotheses, one per line in data order.
+// `seqtape eval`: score a checkpoint on a TSV — teacher-forced loss and token accuracy over
+// every line, then greedy or beam decodes of each source (consecutive lines with the same
+// source are one source with several references; infer's batched generate, --batch inputs at a
+// time, with a progress line on a terminal) scored against all its references by exact match,
+// chrF, BLEU and TER (as sacreBLEU computes them, train/metrics.h), WER, PER, the character
+// edit rate (CER) and the sequence error rate. --out writes the hypotheses, one per source in
+// data order.
 // --copy-baseline scores the sources themselves as hypotheses: the floor a model has to clear.
 #include <unistd.h>
 
@@ -43,7 +45,8 @@ void print_scores(const EvalArgs& a, const metrics::EvalSummary& s, const double
                   const double* accuracy, const std::string& decoding) {
   if (a.json) {
     nlohmann::json j = {{"examples", s.segments}, {"exact_match", s.exact}, {"chrf", s.chrf},
-                        {"bleu", s.bleu},         {"ter", s.ter},           {"ser", s.ser}};
+                        {"bleu", s.bleu},         {"ter", s.ter},           {"wer", s.wer},
+                        {"per", s.per},           {"cer", s.cer},           {"ser", s.ser}};
     if (loss) j["loss"] = *loss;
     if (accuracy) j["token_accuracy"] = *accuracy;
     if (a.copy_baseline)
@@ -53,22 +56,25 @@ void print_scores(const EvalArgs& a, const metrics::EvalSummary& s, const double
     std::cout << j.dump() << "\n";
     return;
   }
-  std::printf("%lld examples of %s, %s\n", static_cast<long long>(s.segments), a.data.c_str(),
+  std::printf("%lld sources of %s, %s\n", static_cast<long long>(s.segments), a.data.c_str(),
               decoding.c_str());
   if (loss && accuracy) std::printf("loss %.4f  token accuracy %.2f%%  ", *loss, 100 * *accuracy);
-  std::printf("exact match %.2f%%\nchrF %.2f  BLEU %.2f  TER %.4f  SER %.4f\n", 100 * s.exact,
-              s.chrf, s.bleu, s.ter, s.ser);
+  std::printf("exact match %.2f%%\nchrF %.2f  BLEU %.2f  TER %.2f\n", 100 * s.exact, s.chrf, s.bleu,
+              s.ter);
+  std::printf("WER %.4f  PER %.4f  CER %.4f  SER %.4f\n", s.wer, s.per, s.cer, s.ser);
   if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
 }
 
 // Every source copied as its hypothesis.
-int run_copy_baseline(const EvalArgs& a, const std::vector<TextPair>& pairs) {
-  std::vector<std::string> sources, references;
+int run_copy_baseline(const EvalArgs& a, const std::vector<TextPair>& pairs,
+                      const std::vector<SourceGroup>& groups) {
+  std::vector<std::string> sources;
+  std::vector<std::vector<std::string>> references;
   std::string hyps;
-  for (const TextPair& p : pairs) {
-    sources.push_back(p.source);
-    references.push_back(p.target);
-    hyps += p.source + "\n";
+  for (const SourceGroup& g : groups) {
+    sources.push_back(pairs[g.first].source);
+    references.push_back(references_of(pairs, g));
+    hyps += sources.back() + "\n";
   }
   const metrics::EvalSummary s = metrics::copy_baseline(sources, references);
   if (!a.out.empty()) write_file_atomic(a.out, {hyps});
@@ -95,8 +101,9 @@ int run_eval(const EvalArgs& a) {
     throw UsageError("--model is required (or --copy-baseline)");
   const std::vector<TextPair> pairs = read_tsv(a.data);
   if (pairs.empty()) fail(a.data, "no examples to evaluate");
+  const std::vector<SourceGroup> groups = group_sources(pairs, a.data, true);
   if (!a.out.empty()) check_can_save(a.out);  // before the decoding, not after it
-  if (a.copy_baseline) return run_copy_baseline(a, pairs);
+  if (a.copy_baseline) return run_copy_baseline(a, pairs, groups);
   // Checked whole (configuration, weights, tokenizer) as the decoding model first.
   const ModelFiles f = read_model_files(a.model);
   const InferenceModel model(f.cfg, f.vocab, f.params, f.where, WeightLayout::Decode, f.codec);
@@ -106,25 +113,26 @@ int run_eval(const EvalArgs& a) {
   // Every source encoded, and the decoding's memory (--beam hypotheses of the longest source)
   // checked, before the teacher-forced pass: a bad line or a beam too large for the machine is
   // refused at once.
-  std::vector<std::vector<int32_t>> sources;
+  std::vector<std::vector<int32_t>> sources;  // one per source group
   size_t longest = 0;
-  for (size_t i = 0; i < pairs.size(); ++i) {
+  for (const SourceGroup& g : groups) {
+    const TextPair& p = pairs[g.first];
     sources.push_back(
-        encode_input(model, model.codec(), pairs[i].source, a.data + ":" + std::to_string(i + 1)));
+        encode_input(model, model.codec(), p.source, a.data + ":" + std::to_string(p.line)));
     longest = std::max(longest, sources.back().size());
   }
   // --batch sources decoded at once (infer's batched generate: a row decodes to the tokens it
   // gives alone), in order of length so that a batch's rows finish close together.
-  const size_t batch = static_cast<size_t>(std::min<int64_t>(a.batch, int64_t(pairs.size())));
+  const size_t batch = static_cast<size_t>(std::min<int64_t>(a.batch, int64_t(groups.size())));
   check_decoding_budget(model, longest, o, "eval", batch);
   double loss = 0, accuracy = 0;
   teacher_forced(a, f, pairs, loss, accuracy);
 
-  std::vector<size_t> order(pairs.size());
+  std::vector<size_t> order(groups.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return sources[x].size() < sources[y].size(); });
-  std::vector<std::string> texts(pairs.size());
+  std::vector<std::string> texts(groups.size());
   const bool progress = !a.json && isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t first = 0; first < order.size(); first += batch) {
@@ -136,16 +144,16 @@ int run_eval(const EvalArgs& a) {
     if (progress) {
       const double sec =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "\rdecoded %zu/%zu examples (%.0f%%) in %.1f s", last, order.size(),
+      std::fprintf(stderr, "\rdecoded %zu/%zu sources (%.0f%%) in %.1f s", last, order.size(),
                    100.0 * double(last) / double(order.size()), sec);
       if (last == order.size()) std::fprintf(stderr, "\n");
     }
   }
   metrics::CorpusMetrics scores(metrics::ErrorUnit::kCharacters);
   std::string hyps;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    scores.add(texts[i], pairs[i].target);
-    hyps += texts[i] + "\n";
+  for (size_t k = 0; k < groups.size(); ++k) {
+    scores.add(texts[k], references_of(pairs, groups[k]));
+    hyps += texts[k] + "\n";
   }
   if (!a.out.empty()) write_file_atomic(a.out, {hyps});
   print_scores(a, scores.summary(), &loss, &accuracy,
@@ -159,19 +167,22 @@ void register_eval(CLI::App& app, Runner& run) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand(
       "eval",
-      "Score a checkpoint on a TSV: loss, token accuracy, exact match, chrF, BLEU, TER, SER");
+      "Score a checkpoint on a TSV: loss, token accuracy, exact match, chrF, BLEU, TER, WER, "
+      "PER, CER, SER");
   sub->add_option("--model", a->model,
                   "checkpoint.bin (or best.bin) written by seqtape train, its run directory "
                   "(checkpoint.bin), or a directory written by seqtape export (required unless "
                   "--copy-baseline)");
-  sub->add_option("--data", a->data, "test data: UTF-8 TSV, one source<TAB>target per line")
+  sub->add_option("--data", a->data,
+                  "test data: UTF-8 TSV, one source<TAB>target per line; consecutive lines with "
+                  "the same source are one source with several references")
       ->required();
   sub->add_option("--beam", a->beam, "beam size (1 = greedy)")->capture_default_str();
   sub->add_option("--batch", a->batch,
                   "examples per batch, for the loss and for decoding (decoded in order of "
                   "length; each gives what it gives alone)")
       ->capture_default_str();
-  sub->add_option("--out", a->out, "write the hypotheses here, one per line");
+  sub->add_option("--out", a->out, "write the hypotheses here, one per source");
   sub->add_flag("--json", a->json, "print the metrics as one JSON object");
   sub->add_flag("--copy-baseline", a->copy_baseline,
                 "score the sources themselves as the hypotheses (no model): the floor a trained "

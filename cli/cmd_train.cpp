@@ -152,16 +152,20 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
       ->capture_default_str();
   sub.add_option("--save-every", a.o.save_every, "checkpoint every N steps (and at the end)")
       ->capture_default_str();
-  sub.add_option("--eval-max", a.o.eval_max, "validation examples greedily decoded for exact match")
+  sub.add_option("--eval-max", a.o.eval_max,
+                 "validation sources greedily decoded for the metrics (exact match, chrF, BLEU, "
+                 "TER, WER, PER, CER, SER)")
       ->capture_default_str();
   sub.add_flag("--resume", a.o.resume, "continue from <out>/checkpoint.bin (same data and flags)");
   sub.add_flag("--overwrite", a.o.overwrite, "replace the run already in --out");
   sub.add_option("--time-limit", a.time_limit,
                  "stop training after this wall-clock time (90s, 20m, 1.5h), then save and "
                  "evaluate; alone (no --steps or --epochs) it sets the length of the run");
-  sub.add_option("--best-metric", a.o.best_metric,
-                 "keep best.bin, the checkpoint of the best evaluation: loss | chrf | bleu | exact "
-                 "| ter (needs --eval-every)");
+  sub.add_option(
+      "--best-metric", a.o.best_metric,
+      "keep best.bin, the checkpoint of the best evaluation: loss | chrf | bleu | exact "
+      "| ter | wer | per | cer (loss and the error rates lower, the others higher; needs "
+      "--eval-every)");
   sub.add_option("--patience", a.o.patience,
                  "stop after N evaluations without improving --best-metric (0: off)")
       ->capture_default_str();

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 #include <numeric>
+#include <string>
+#include <unordered_map>
 
 #include "train/envelope.h"
 
@@ -76,6 +78,35 @@ Vocab build_vocab(const std::vector<TextPair>& pairs) {
     texts.push_back(p.target);
   }
   return Vocab::build(texts);
+}
+
+std::vector<SourceGroup> group_sources(const std::vector<TextPair>& pairs, std::string_view name,
+                                       bool strict) {
+  std::vector<SourceGroup> groups;
+  std::unordered_map<std::string_view, size_t> first_line;  // source -> its group's first pair
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (!groups.empty() && pairs[groups.back().first].source == pairs[i].source) {
+      ++groups.back().count;
+      continue;
+    }
+    if (strict) {
+      const auto [it, fresh] = first_line.try_emplace(pairs[i].source, i);
+      if (!fresh)
+        fail(std::string(name) + ":" + std::to_string(pairs[i].line),
+             "the source '" + pairs[i].source + "' comes back here after other sources (first at " +
+                 "line " + std::to_string(pairs[it->second].line) +
+                 "): lines with the same source are one source's references and must be "
+                 "consecutive");
+    }
+    groups.push_back({i, 1});
+  }
+  return groups;
+}
+
+std::vector<std::string> references_of(const std::vector<TextPair>& pairs, const SourceGroup& g) {
+  std::vector<std::string> refs;
+  for (size_t i = g.first; i < g.first + g.count; ++i) refs.push_back(pairs[i].target);
+  return refs;
 }
 
 TextSplit split_validation_count(const std::vector<TextPair>& pairs, size_t n_valid,

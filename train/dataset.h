@@ -36,6 +36,22 @@ std::vector<TextPair> parse_tsv(std::string_view text, const std::string& name);
 // an empty field, is an Error (it would not read back).
 void write_tsv(const std::string& path, const std::vector<TextPair>& pairs);
 
+// Several references: consecutive lines with the same source are one source, each line one of
+// its references (a G2P word with two pronunciations, a sentence with two translations). Eval
+// and periodic evaluation score each source once, against all its lines; training still takes
+// every line as an example.
+struct SourceGroup {
+  size_t first = 0, count = 0;  // pairs[first, first + count)
+};
+// The runs of equal sources, in order. With `strict` (an evaluation file: eval --data, train
+// --valid) a source that comes back after another source is an Error naming name:line of both
+// places, since its references would be split in two; without, the runs are taken as they are
+// (a part held out of the training data, whose file may repeat a source anywhere).
+std::vector<SourceGroup> group_sources(const std::vector<TextPair>& pairs, std::string_view name,
+                                       bool strict);
+// The targets of a group's lines: its references.
+std::vector<std::string> references_of(const std::vector<TextPair>& pairs, const SourceGroup& g);
+
 // A vocabulary with every character of every source and target (see Vocab::build).
 Vocab build_vocab(const std::vector<TextPair>& pairs);
 

@@ -43,16 +43,15 @@ double validation_loss(TransformerModel& model, const EncodedPairs& data, int64_
 
 std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const Vocab& vocab,
                                                  const EncodedPairs& data, int64_t batch,
-                                                 int64_t max_examples) {
-  const size_t n = std::min(data.size(), static_cast<size_t>(std::max<int64_t>(0, max_examples)));
+                                                 const std::vector<size_t>& which) {
   std::vector<std::vector<int32_t>> out;
-  for (size_t s = 0; s < n; s += static_cast<size_t>(batch)) {
-    const size_t e = std::min(n, s + static_cast<size_t>(batch));
+  for (size_t s = 0; s < which.size(); s += static_cast<size_t>(batch)) {
+    const size_t e = std::min(which.size(), s + static_cast<size_t>(batch));
     std::vector<std::vector<int32_t>> chunk;
     int64_t longest = 0;
-    for (size_t i = s; i < e; ++i) {
-      chunk.push_back(data.prompt(i));
-      longest = std::max<int64_t>(longest, static_cast<int64_t>(data.target(i).size()));
+    for (size_t k = s; k < e; ++k) {
+      chunk.push_back(data.prompt(which[k]));
+      longest = std::max<int64_t>(longest, static_cast<int64_t>(data.target(which[k]).size()));
     }
     for (auto& got : greedy_uncached(model, vocab, chunk, 2 * longest + 8))
       out.push_back(std::move(got));
@@ -67,19 +66,28 @@ EvalResult evaluate(TransformerModel& model, const TextCodec& tok,
   const Vocab& vocab = tok.vocab();
   const EncodedPairs encoded = encode_pairs(model.config().arch, tok, data, "validation");
   r.loss = validation_loss(model, encoded, batch, vocab.pad_id(), &r.token_accuracy);
-  const auto decoded = greedy_decodes(model, vocab, encoded, batch, eval_max);
+  std::vector<SourceGroup> groups = group_sources(data, "validation", false);
+  groups.resize(std::min(groups.size(), static_cast<size_t>(std::max<int64_t>(0, eval_max))));
+  std::vector<size_t> firsts;
+  for (const SourceGroup& g : groups) firsts.push_back(g.first);
+  const auto decoded = greedy_decodes(model, vocab, encoded, batch, firsts);
   metrics::CorpusMetrics scores(metrics::ErrorUnit::kCharacters);
   int64_t hits = 0;
-  for (size_t i = 0; i < decoded.size(); ++i) {
-    hits += decoded[i] == encoded.target(i);
-    r.hypotheses.push_back(tok.decode(decoded[i]));
-    scores.add(r.hypotheses.back(), data[i].target);
-    if (r.samples.size() < 3) r.samples.emplace_back(data[i].source, r.hypotheses.back());
+  for (size_t k = 0; k < decoded.size(); ++k) {
+    const SourceGroup& g = groups[k];
+    bool hit = false;
+    for (size_t i = g.first; i < g.first + g.count; ++i)
+      hit = hit || decoded[k] == encoded.target(i);
+    hits += hit;
+    r.hypotheses.push_back(tok.decode(decoded[k]));
+    scores.add(r.hypotheses.back(), references_of(data, g));
+    if (r.samples.size() < 3) r.samples.emplace_back(data[g.first].source, r.hypotheses.back());
   }
   r.examples = static_cast<int64_t>(decoded.size());
   r.exact_match = r.examples ? static_cast<double>(hits) / static_cast<double>(r.examples) : 0.0;
   const metrics::EvalSummary sum = scores.summary();
-  r.chrf = sum.chrf, r.bleu = sum.bleu, r.ter = sum.ter, r.ser = sum.ser;
+  r.chrf = sum.chrf, r.bleu = sum.bleu, r.ter = sum.ter, r.cer = sum.cer, r.ser = sum.ser;
+  r.wer = sum.wer, r.per = sum.per;
   return r;
 }
 

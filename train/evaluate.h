@@ -17,16 +17,17 @@
 namespace seqtape {
 
 struct EvalResult {
-  double loss = 0;            // teacher-forced cross-entropy per label token
+  double loss = 0;            // teacher-forced cross-entropy per label token, over every line
   double token_accuracy = 0;  // teacher-forced argmax == label, per label token, 0..1
-  double exact_match = 0;     // fraction of greedy decodes equal to the target
-  int64_t examples = 0;
-  // Scores of the greedy decodes against the target texts, as sacreBLEU computes them
-  // (train/metrics.h: chrF order 6 β 2, BLEU 13a with exp smoothing, both 0..100), and the
-  // token error rate over characters (edit distance / reference length) and the sequence
-  // error rate (fractions).
-  double chrf = 0, bleu = 0, ter = 0, ser = 0;
-  std::vector<std::string> hypotheses;  // the decoded texts, in data order
+  double exact_match = 0;     // fraction of greedy decodes equal to one of their references
+  int64_t examples = 0;       // sources decoded (consecutive lines with one source are one)
+  // Scores of the greedy decodes against every reference of their source (train/metrics.h):
+  // chrF (order 6 β 2), BLEU (13a, exp smoothing) and TER as sacreBLEU computes them, 0..100;
+  // WER (sources with no reference matched), PER (edits over space-separated symbols), CER
+  // (edits over characters), both to the closest reference, and the sequence error rate over
+  // characters (fractions).
+  double chrf = 0, bleu = 0, ter = 0, wer = 0, per = 0, cer = 0, ser = 0;
+  std::vector<std::string> hypotheses;  // the decoded texts, one per source, in data order
   // The first few greedy decodes, as (source, decoded text), to show what the model does.
   std::vector<std::pair<std::string, std::string>> samples;
 };
@@ -44,13 +45,14 @@ std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const
 double validation_loss(TransformerModel& model, const EncodedPairs& data, int64_t batch,
                        int32_t pad_id, double* token_accuracy = nullptr);
 
-// Greedy decodes of the first `max_examples` pairs (each up to 2·|target| + 8 tokens).
+// Greedy decodes of the pairs `which` (each up to 2·|target| + 8 tokens).
 std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const Vocab& vocab,
                                                  const EncodedPairs& data, int64_t batch,
-                                                 int64_t max_examples);
+                                                 const std::vector<size_t>& which);
 
-// Loss over all of `data`, exact match over its first eval_max pairs, the text read through the
-// model's codec (its SentencePiece model, or CharCodec for a character vocabulary).
+// Loss over all of `data`, the decoded metrics over its first eval_max sources (group_sources,
+// taken as they come: a caller checks an evaluation file's grouping up front), the text read
+// through the model's codec (its SentencePiece model, or CharCodec for a character vocabulary).
 EvalResult evaluate(TransformerModel& model, const TextCodec& codec,
                     const std::vector<TextPair>& data, int64_t batch, int64_t eval_max);
 

@@ -176,6 +176,7 @@ void split_data(const TrainOptions& opt, std::vector<TextPair> pairs, Run& run) 
   if (!opt.valid_data.empty()) {
     run.split.train = std::move(pairs);
     run.split.valid = read_tsv(opt.valid_data);
+    group_sources(run.split.valid, opt.valid_data, true);  // before training, not at the first eval
     return;
   }
   const auto n = static_cast<int64_t>(pairs.size());
@@ -517,13 +518,33 @@ void save_or_fail(Run& run, const TrainOptions& opt) {
   if (opt.keep_last > 0) keep_last_checkpoints(run, opt.keep_last);
 }
 
+// The metrics --best-metric can keep best.bin by: each one's value, and whether lower is better.
+struct BestMetric {
+  const char* name;
+  bool lower_is_better;
+  double (*value)(const EvalResult&);
+};
+constexpr BestMetric kBestMetrics[] = {
+    {"loss", true, [](const EvalResult& e) { return e.loss; }},
+    {"chrf", false, [](const EvalResult& e) { return e.chrf; }},
+    {"bleu", false, [](const EvalResult& e) { return e.bleu; }},
+    {"exact", false, [](const EvalResult& e) { return e.exact_match; }},
+    {"ter", true, [](const EvalResult& e) { return e.ter; }},
+    {"wer", true, [](const EvalResult& e) { return e.wer; }},
+    {"per", true, [](const EvalResult& e) { return e.per; }},
+    {"cer", true, [](const EvalResult& e) { return e.cer; }},
+};
+
+const BestMetric* find_best_metric(const std::string& name) {
+  for (const BestMetric& m : kBestMetrics)
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
 // The value of --best-metric in an evaluation, oriented so that larger is better.
 double score_of(const std::string& metric, const EvalResult& ev) {
-  if (metric == "loss") return -ev.loss;
-  if (metric == "chrf") return ev.chrf;
-  if (metric == "bleu") return ev.bleu;
-  if (metric == "exact") return ev.exact_match;
-  return -ev.ter;  // "ter"
+  const BestMetric* m = find_best_metric(metric);
+  return m->lower_is_better ? -m->value(ev) : m->value(ev);
 }
 
 // Updates best.bin after an evaluation; returns true when patience has run out.
@@ -651,14 +672,16 @@ EvalResult evaluate_run(Run& run, const TrainOptions& opt) {
 }
 
 void log_validation(const TrainReport& rep, const std::string& written, std::ostream& log) {
-  char buf[256];
+  char buf[384];
   std::snprintf(buf, sizeof buf,
                 "validation: loss %.4f, token accuracy %.2f%%, greedy exact match %.2f%% (%lld "
-                "examples%s), chrF %.2f, BLEU %.2f, TER %.4f, SER %.4f\n",
+                "sources%s), chrF %.2f, BLEU %.2f, TER %.2f, WER %.4f, PER %.4f, CER %.4f, SER "
+                "%.4f\n",
                 rep.valid.loss, 100 * rep.valid.token_accuracy, 100 * rep.valid.exact_match,
                 static_cast<long long>(rep.valid.examples),
                 rep.valid_is_train ? ", the training set" : ", held out", rep.valid.chrf,
-                rep.valid.bleu, rep.valid.ter, rep.valid.ser);
+                rep.valid.bleu, rep.valid.ter, rep.valid.wer, rep.valid.per, rep.valid.cer,
+                rep.valid.ser);
   log << buf;
   for (const auto& [src, got] : rep.valid.samples)
     log << "  greedy decode: " << src << " -> " << got << "\n";
@@ -700,8 +723,12 @@ MatmulChoice choose_matmul(const TrainOptions& opt) {
 std::string best_metric_problem(const TrainOptions& opt) {
   const std::string& m = opt.best_metric;
   if (m.empty()) return opt.patience > 0 ? "--patience needs --best-metric" : "";
-  if (m != "loss" && m != "chrf" && m != "bleu" && m != "exact" && m != "ter")
-    return "--best-metric must be one of loss, chrf, bleu, exact, ter (got '" + m + "')";
+  if (!find_best_metric(m)) {
+    std::string names;
+    for (const BestMetric& b : kBestMetrics)
+      names += std::string(names.empty() ? "" : ", ") + b.name;
+    return "--best-metric must be one of " + names + " (got '" + m + "')";
+  }
   if (opt.eval_every <= 0)
     return "--best-metric " + m + " needs periodic evaluation: give --eval-every N";
   if (m != "loss" && opt.eval_max <= 0)
@@ -810,8 +837,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   log_validation(rep, tlog.finish(), log);
   if (run.best_step >= 0)
     log << "best.bin: step " << run.best_step << ", " << opt.best_metric << " "
-        << (opt.best_metric == "loss" || opt.best_metric == "ter" ? -run.best_value
-                                                                  : run.best_value)
+        << (find_best_metric(opt.best_metric)->lower_is_better ? -run.best_value : run.best_value)
         << "\n";
   Tape::current().set_anomaly(false);
   return rep;

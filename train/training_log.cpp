@@ -63,7 +63,7 @@ void TrainingLog::step(const StepStats& s) {
   const bool log_now = s.step % log_every_ == 0 || s.step == total_steps_ || s.step == first_step_;
   if (log_now) {
     metrics_ << s.step << ",train," << window_loss_ / static_cast<double>(window_n_) << "," << s.lr
-             << "," << s.grad_norm << "," << tps << "," << elapsed << ",,,,,,\n";
+             << "," << s.grad_norm << "," << tps << "," << elapsed << ",,,,,,,,,\n";
     check_written();
   }
   if (bar_)
@@ -99,17 +99,19 @@ void TrainingLog::plain_line(const StepStats& s, double elapsed, double tps) con
 
 void TrainingLog::evaluation(int64_t step, const EvalResult& ev, bool announce) {
   metrics_ << step << ",valid," << ev.loss << ",,,,," << ev.exact_match << "," << ev.token_accuracy
-           << "," << ev.chrf << "," << ev.bleu << "," << ev.ter << "," << ev.ser << "\n";
+           << "," << ev.chrf << "," << ev.bleu << "," << ev.cer << "," << ev.ser << "," << ev.wer
+           << "," << ev.per << "," << ev.ter << "\n";
   check_written();
   if (!announce) return;
   break_line();
-  char buf[256];
+  char buf[384];
   std::snprintf(buf, sizeof buf,
                 "eval at step %lld: validation loss %.4f, token accuracy %.2f%%, exact match "
-                "%.2f%% of %lld, chrF %.2f, BLEU %.2f, TER %.4f, SER %.4f\n",
+                "%.2f%% of %lld, chrF %.2f, BLEU %.2f, TER %.2f, WER %.4f, PER %.4f, CER %.4f, "
+                "SER %.4f\n",
                 static_cast<long long>(step), ev.loss, 100 * ev.token_accuracy,
                 100 * ev.exact_match, static_cast<long long>(ev.examples), ev.chrf, ev.bleu, ev.ter,
-                ev.ser);
+                ev.wer, ev.per, ev.cer, ev.ser);
   log_ << buf;
 }
 

@@ -25,7 +25,7 @@ struct StepStats {
 // metrics.csv's columns: the first eight as before; the validation metrics after them.
 inline constexpr const char* kMetricsHeader =
     "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match,token_accuracy,chrf,bleu,"
-    "ter,ser";
+    "cer,ser,wer,per,ter";
 
 class TrainingLog {
  public:

@@ -66,6 +66,8 @@ class Workspace {
     put("bad/empty_target.tsv", "今\t\n");
     put("bad/stray_cr.tsv", "今\r天\t今天\n");
     put("bad/unknown_char.tsv", "今天好\t今天\n");
+    // 今天's references split by another source: lines 1 and 3.
+    put("bad/split_references.tsv", "今天\t今天\n天气\t天气\n今天\t天天\n");
     put("bad/binary.tsv", std::string("\x7f"
                                       "ELF\x02\x01\x01\0\0\0",
                                       10));
@@ -669,9 +671,19 @@ const std::vector<Row>& rows() {
        {"--resume or --overwrite"}},
       {"train_best_metric_unknown",
        "--best-metric that does not exist",
-       train_with({"--best-metric", "wer", "--eval-every", "1"}),
+       train_with({"--best-metric", "accuracy", "--eval-every", "1"}),
        kUsage,
-       {"--best-metric", "wer"}},
+       {"--best-metric", "accuracy", "wer, per"}},
+      {"train_best_metric_wer_no_decodes",
+       "--best-metric wer with --eval-max 0 (no hypothesis to compare with the references)",
+       train_with({"--best-metric", "wer", "--eval-every", "1", "--eval-max", "0"}),
+       kUsage,
+       {"--best-metric wer", "--eval-max 0"}},
+      {"train_valid_references_split",
+       "--valid where a source's lines (its references) are not consecutive",
+       train_with({"--valid", "bad/split_references.tsv"}),
+       kData,
+       {"bad/split_references.tsv:3", "first at line 1", "consecutive"}},
       {"train_best_metric_no_eval",
        "--best-metric without periodic evaluation (--eval-every 0)",
        train_with({"--best-metric", "chrf"}),
@@ -725,6 +737,16 @@ const std::vector<Row>& rows() {
        {"vocab", "--data", "data/train.tsv", "--size", "20", "--out", "data/train.tsv/v"},
        kData,
        {"data/train.tsv/v: cannot create the directory"}},
+      {"eval_references_split",
+       "eval --data where a source's lines (its references) are not consecutive",
+       {"eval", "--model", "ck_good/checkpoint.bin", "--data", "bad/split_references.tsv"},
+       kData,
+       {"bad/split_references.tsv:3", "first at line 1", "consecutive"}},
+      {"eval_copy_baseline_references_split",
+       "eval --copy-baseline on data whose references are not consecutive",
+       {"eval", "--copy-baseline", "--data", "bad/split_references.tsv"},
+       kData,
+       {"bad/split_references.tsv:3", "first at line 1", "consecutive"}},
       {"eval_no_model",
        "eval without --model or --copy-baseline",
        {"eval", "--data", "data/valid.tsv"},
@@ -1544,6 +1566,27 @@ TEST(EvalCli, CopyBaselineScoresTheSources) {
   EXPECT_EQ(read_file(dir + "/copy_hyps.txt"), "今天\n天气\n很好\n");
 }
 
+// Consecutive lines with one source are one source with several references: one hypothesis
+// per source, right when it equals any of them; PER to the closest reference.
+TEST(EvalCli, ConsecutiveLinesWithOneSourceAreOneSource) {
+  const std::string dir = Workspace::get().dir();
+  write_file(dir + "/refs_eval.tsv", "今 天\t明 天\n今 天\t今 天\n天 气\t天\n");
+  const CliResult r = run_cli(
+      {"eval", "--copy-baseline", "--data", "refs_eval.tsv", "--json", "--out", "refs_hyps.txt"},
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["examples"], 2);
+  EXPECT_NEAR(j["wer"].get<double>(), 0.5, 1e-12);      // 今 天 matches its second line
+  EXPECT_NEAR(j["per"].get<double>(), 1.0 / 3, 1e-12);  // 0 of 2, then 1 of 1 (天 气 → 天)
+  EXPECT_NEAR(j["exact_match"].get<double>(), 0.5, 1e-12);
+  EXPECT_EQ(read_file(dir + "/refs_hyps.txt"), "今 天\n天 气\n");
+  const CliResult text = run_cli({"eval", "--copy-baseline", "--data", "refs_eval.tsv"}, dir);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_HAS(text.out, "2 sources of refs_eval.tsv");
+  EXPECT_HAS(text.out, "WER 0.5000  PER 0.3333");
+}
+
 // eval with a model prints every metric, the teacher-forced ones included.
 TEST(EvalCli, ModelPrintsEveryMetric) {
   const CliResult r =
@@ -1551,8 +1594,8 @@ TEST(EvalCli, ModelPrintsEveryMetric) {
               Workspace::get().dir());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  for (const char* k :
-       {"examples", "loss", "token_accuracy", "exact_match", "chrf", "bleu", "ter", "ser", "beam"})
+  for (const char* k : {"examples", "loss", "token_accuracy", "exact_match", "chrf", "bleu", "ter",
+                        "wer", "per", "cer", "ser", "beam"})
     EXPECT_TRUE(j.contains(k)) << k << " in " << r.out;
   EXPECT_GT(j["examples"].get<int64_t>(), 0);
 }
@@ -1604,7 +1647,8 @@ TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
     std::istringstream lines(hyps[0]);
     for (std::string l; std::getline(lines, l);) distinct.insert(l);
     EXPECT_GE(distinct.size(), 3u) << "the answers must differ: " << hyps[0];
-    for (const char* m : {"examples", "exact_match", "chrf", "bleu", "ter", "ser"})
+    for (const char* m :
+         {"examples", "exact_match", "chrf", "bleu", "ter", "wer", "per", "cer", "ser"})
       EXPECT_EQ(metrics[1][m], metrics[0][m]) << m << ", beam " << beam;
   }
 }

@@ -13,7 +13,9 @@
 #include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/copy_task.h"
+#include "train/dataset.h"
 #include "train/envelope.h"
+#include "train/metrics.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
 #include "train/training_log.h"
@@ -200,14 +202,69 @@ TEST(BestCheckpoint, AMetricTheRunCannotComputeIsRefused) {
   EXPECT_HAS(best_metric_problem(o), "--eval-every");
   o.eval_every = 5;
   EXPECT_EQ(best_metric_problem(o), "");
-  o.best_metric = "wer";
-  EXPECT_HAS(best_metric_problem(o), "one of loss, chrf, bleu, exact, ter");
+  o.best_metric = "accuracy";
+  EXPECT_HAS(best_metric_problem(o), "one of loss, chrf, bleu, exact, ter, wer, per, cer");
+  for (const char* m : {"ter", "wer", "per", "cer"}) {
+    o.best_metric = m;
+    EXPECT_EQ(best_metric_problem(o), "") << m;
+  }
   o.best_metric = "chrf";
   o.eval_max = 0;
   EXPECT_HAS(best_metric_problem(o), "--eval-max 0");
   o.best_metric = "";
   o.patience = 3;
   EXPECT_HAS(best_metric_problem(o), "--patience needs --best-metric");
+}
+
+// The error rates keep best.bin by the lowest value: with nothing learned every evaluation is
+// the same, so the first stays the best, and its value (negated, larger is better) is the PER.
+TEST(BestCheckpoint, ErrorRatesAreLowerIsBetter) {
+  CopyRun r("best_per");
+  TrainOptions o = r.o;
+  o.steps = 6;
+  o.eval_every = 2;
+  o.schedule.lr = 1e-12;
+  o.best_metric = "per";
+  const TrainReport rep = r.run(o);
+  ASSERT_GT(rep.valid.per, 0.0) << "an untrained model gets some symbols wrong";
+  EXPECT_EQ(rep.best_step, 2);
+  EXPECT_DOUBLE_EQ(rep.best_value, -rep.valid.per);
+}
+
+// Consecutive validation lines with one source are one source with several references: decoded
+// once and scored against all of them. A source that comes back after another one in --valid
+// is refused before training, naming both lines.
+TEST(Evaluation, ConsecutiveLinesWithOneSourceAreOneSource) {
+  CopyRun r("grouped");
+  std::vector<TextPair> valid = read_tsv(r.o.valid_data);
+  ASSERT_EQ(valid.size(), 6u);
+  std::vector<TextPair> grouped{
+      valid[0], {valid[0].source, valid[1].target}, {valid[0].source, valid[2].target}};
+  grouped.insert(grouped.end(), valid.begin() + 1, valid.end());
+  write_tsv(r.o.valid_data, grouped);
+  TrainOptions o = r.o;
+  o.eval_max = 100;
+  const TrainReport rep = r.run(o);
+  EXPECT_EQ(rep.valid.examples, 6);  // sources, not the 8 lines
+  ASSERT_EQ(rep.valid.hypotheses.size(), 6u);
+  metrics::CorpusMetrics want;
+  want.add(rep.valid.hypotheses[0],
+           std::vector<std::string>{valid[0].target, valid[1].target, valid[2].target});
+  for (size_t k = 1; k < 6; ++k) want.add(rep.valid.hypotheses[k], valid[k].target);
+  const metrics::EvalSummary w = want.summary();
+  EXPECT_DOUBLE_EQ(rep.valid.chrf, w.chrf);
+  EXPECT_DOUBLE_EQ(rep.valid.ter, w.ter);
+  EXPECT_DOUBLE_EQ(rep.valid.per, w.per);
+  EXPECT_DOUBLE_EQ(rep.valid.cer, w.cer);
+  EXPECT_DOUBLE_EQ(rep.valid.wer, w.wer);
+
+  std::vector<TextPair> split{valid[0], valid[1], {valid[0].source, valid[2].target}};
+  write_tsv(r.o.valid_data, split);
+  o.overwrite = true;
+  const std::string msg = error_of([&] { r.run(o); });
+  EXPECT_HAS(msg, "valid.tsv:3");
+  EXPECT_HAS(msg, "first at line 1");
+  EXPECT_HAS(msg, "consecutive");
 }
 
 // The project's own distributions (autograd/rng.h): these numbers are the same under any

@@ -77,6 +77,9 @@ TEST(Trainer, SeedPresetLearnsTheReferenceSentenceAndDecodesItBack) {
   EXPECT_EQ(r.valid.token_accuracy, 1.0);
   EXPECT_EQ(r.valid.chrf, 100.0);
   EXPECT_EQ(r.valid.ter, 0.0);
+  EXPECT_EQ(r.valid.cer, 0.0);
+  EXPECT_EQ(r.valid.wer, 0.0);
+  EXPECT_EQ(r.valid.per, 0.0);
   EXPECT_EQ(r.valid.ser, 0.0);
   ASSERT_EQ(r.valid.hypotheses.size(), 1u);
   EXPECT_EQ(r.valid.hypotheses[0], "今天天气很好");
@@ -504,8 +507,11 @@ TEST(TrainingLog, WritesWindowMeansEveryLogEveryStepsAndValidationRows) {
     ev.token_accuracy = 0.75;
     ev.chrf = 40.5;
     ev.bleu = 12.25;
-    ev.ter = 0.125;
+    ev.cer = 0.125;
     ev.ser = 0.5;
+    ev.wer = 0.375;
+    ev.per = 0.0625;
+    ev.ter = 33.5;
     tl.evaluation(5, ev, false);
     EXPECT_EQ(tl.tokens(), 50);
     EXPECT_HAS(tl.finish(), "metrics.csv");
@@ -516,13 +522,14 @@ TEST(TrainingLog, WritesWindowMeansEveryLogEveryStepsAndValidationRows) {
   ASSERT_EQ(rows.size(), 6u);  // header; steps 1 (first), 2, 4, 5 (last); the validation row
   EXPECT_EQ(rows[0],
             "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match,token_accuracy,chrf,"
-            "bleu,ter,ser");
+            "bleu,cer,ser,wer,per,ter");
   EXPECT_EQ(rows[1].substr(0, 10), "1,train,1,");
   EXPECT_EQ(rows[2].substr(0, 10), "2,train,2,");    // the window since step 1: step 2 alone
   EXPECT_EQ(rows[3].substr(0, 12), "4,train,3.5,");  // mean of steps 3 and 4
   EXPECT_EQ(rows[4].substr(0, 10), "5,train,5,");
-  EXPECT_EQ(rows[5], "5,valid,0.25,,,,,0.5,0.75,40.5,12.25,0.125,0.5");
-  EXPECT_EQ(std::count(rows[1].begin(), rows[1].end(), ','), 12);  // every row has 13 columns
+  EXPECT_EQ(rows[5], "5,valid,0.25,,,,,0.5,0.75,40.5,12.25,0.125,0.5,0.375,0.0625,33.5");
+  EXPECT_EQ(std::count(rows[1].begin(), rows[1].end(), ','), 15);  // every row has 16 columns
+  EXPECT_EQ(std::count(rows[5].begin(), rows[5].end(), ','), 15);
   EXPECT_TRUE(fs::exists(out / "loss.svg"));
   EXPECT_HAS(log.str(), "step 4/5  loss 3.5000");
   fs::remove_all(out);
