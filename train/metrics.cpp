@@ -545,14 +545,25 @@ constexpr int kMaxShiftSize = 10, kMaxShiftDist = 50, kBeamWidth = 25, kMaxShift
 // ratio is filled. The trace rewrites the hypothesis into the reference: ' ' keep, 's'
 // substitute, 'i' take a reference word, 'd' drop a hypothesis word. Preference on equal cost
 // as lib_ter: keep/substitute, then 'd', then 'i'.
-std::pair<int64_t, std::string> beam_edit_distance(const Ids& h, const Ids& r) {
+// Only the band of each row is stored (a row of a long sentence pair is mostly outside it):
+// a cell outside is infinite, as lib_ter's unfilled cells are.
+struct BandRow {
   struct Cell {
     int64_t cost;
     char op;
   };
+  size_t lo = 0;
+  std::vector<Cell> cells;
+  Cell at(size_t j) const {
+    return j >= lo && j - lo < cells.size() ? cells[j - lo] : Cell{kTerInf, 'x'};
+  }
+};
+
+std::pair<int64_t, std::string> beam_edit_distance(const Ids& h, const Ids& r) {
+  using Cell = BandRow::Cell;
   const size_t n = h.size(), m = r.size();
-  std::vector<std::vector<Cell>> dist(n + 1, std::vector<Cell>(m + 1, Cell{kTerInf, 'x'}));
-  for (size_t j = 0; j <= m; ++j) dist[0][j] = {static_cast<int64_t>(j), 'i'};
+  std::vector<BandRow> dist(n + 1);
+  for (size_t j = 0; j <= m; ++j) dist[0].cells.push_back({static_cast<int64_t>(j), 'i'});
   const double ratio = n ? static_cast<double>(m) / static_cast<double>(n) : 1.0;
   const int64_t beam =
       kBeamWidth < ratio / 2 ? static_cast<int64_t>(std::ceil(ratio / 2 + kBeamWidth)) : kBeamWidth;
@@ -561,22 +572,27 @@ std::pair<int64_t, std::string> beam_edit_distance(const Ids& h, const Ids& r) {
     const auto lo = static_cast<size_t>(std::max<int64_t>(0, diag - beam));
     size_t hi = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(m) + 1, diag + beam));
     if (i == n) hi = m + 1;
+    BandRow& row = dist[i];
+    const BandRow& up = dist[i - 1];
+    row.lo = lo;
+    row.cells.assign(hi > lo ? hi - lo : 0, Cell{kTerInf, 'x'});
     for (size_t j = lo; j < hi; ++j) {
+      Cell& cell = row.cells[j - lo];
       if (j == 0) {
-        dist[i][0] = {dist[i - 1][0].cost + 1, 'd'};
+        cell = {up.at(0).cost + 1, 'd'};
         continue;
       }
       const bool same = h[i - 1] == r[j - 1];
-      const Cell ops[3] = {{dist[i - 1][j - 1].cost + (same ? 0 : 1), same ? ' ' : 's'},
-                           {dist[i - 1][j].cost + 1, 'd'},
-                           {dist[i][j - 1].cost + 1, 'i'}};
+      const Cell ops[3] = {{up.at(j - 1).cost + (same ? 0 : 1), same ? ' ' : 's'},
+                           {up.at(j).cost + 1, 'd'},
+                           {row.at(j - 1).cost + 1, 'i'}};
       for (const Cell& c : ops)
-        if (dist[i][j].cost > c.cost) dist[i][j] = c;
+        if (cell.cost > c.cost) cell = c;
     }
   }
   std::string trace;
   for (size_t i = n, j = m; i > 0 || j > 0;) {
-    const char op = dist[i][j].op;
+    const char op = dist[i].at(j).op;
     trace += op;
     if (op == ' ' || op == 's')
       --i, --j;
@@ -588,7 +604,7 @@ std::pair<int64_t, std::string> beam_edit_distance(const Ids& h, const Ids& r) {
       fail("ter", "edit distance trace left the beam");  // lib_ter raises here too
   }
   std::reverse(trace.begin(), trace.end());
-  return {dist[n][m].cost, trace};
+  return {dist[n].at(m).cost, trace};
 }
 
 // Python's words[a:b] with its clamping.
