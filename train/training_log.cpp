@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "autograd/tensor.h"
 #include "train/envelope.h"
@@ -25,6 +27,25 @@ std::string fmt_seconds(double s) {
   return buf;
 }
 
+// A run resumed by a seqtape that writes other metrics.csv columns (ter was the character edit
+// rate before it became sacreBLEU's TER) must not append rows under the old header: the old
+// file is kept beside it, renamed, and a new one is started. Returns whether it did so.
+bool keep_other_columns(const std::string& path, std::ostream& log) {
+  std::ifstream in(path);
+  std::string header;
+  std::getline(in, header);
+  if (!in || header == kMetricsHeader) return false;
+  in.close();
+  const fs::path kept = fs::path(path).parent_path() / "metrics-old-columns.csv";
+  if (fs::exists(kept))
+    fail(path, "has other columns than this seqtape writes, and " + kept.string() +
+                   " (where it would be kept) exists: move one of them away");
+  fs::rename(path, kept);
+  log << path << " had other columns (" << header << "); kept as " << kept.string()
+      << ", new rows go to a new " << path << "\n";
+  return true;
+}
+
 }  // namespace
 
 TrainingLog::TrainingLog(const std::string& out_dir, bool append, bool bar, int64_t log_every,
@@ -40,7 +61,7 @@ TrainingLog::TrainingLog(const std::string& out_dir, bool append, bool bar, int6
       until_time_limit_(until_time_limit > 0),
       time_limit_(until_time_limit) {
   if (metrics_path_.empty()) return;  // a data-parallel rank other than 0: no files
-  if (append && fs::exists(metrics_path_)) {
+  if (append && fs::exists(metrics_path_) && !keep_other_columns(metrics_path_, log)) {
     metrics_.open(metrics_path_, std::ios::app);
   } else {
     metrics_.open(metrics_path_);

@@ -535,6 +535,38 @@ TEST(TrainingLog, WritesWindowMeansEveryLogEveryStepsAndValidationRows) {
   fs::remove_all(out);
 }
 
+// A resumed run whose metrics.csv has other columns (written by an older seqtape, where ter was
+// the character edit rate) keeps that file whole beside it and starts a new one, rather than
+// appending rows that the old header would mislabel.
+TEST(TrainingLog, ResumeKeepsAMetricsFileWithOtherColumns) {
+  fs::path out = temp_dir("training_log_old_columns");
+  const std::string old_csv =
+      "step,kind,loss,lr,grad_norm,tokens_per_s,elapsed_s,exact_match,token_accuracy,chrf,bleu,"
+      "ter,ser\n1,train,1,0.1,0.5,10,1,,,,,,\n";
+  test_util::write_bytes((out / "metrics.csv").string(), old_csv);
+  std::ostringstream log;
+  {
+    TrainingLog tl(out.string(), /*append=*/true, false, 1, 2, 2, log);
+    tl.step({2, 0.5, 0.1, 0.5, 10});
+    tl.finish();
+  }
+  EXPECT_EQ(test_util::read_bytes((out / "metrics-old-columns.csv").string()), old_csv);
+  const std::string now = test_util::read_bytes((out / "metrics.csv").string());
+  EXPECT_EQ(now.substr(0, now.find('\n')), kMetricsHeader);
+  EXPECT_HAS(now, "\n2,train,0.5,");
+  EXPECT_HAS(log.str(), "metrics-old-columns.csv");
+  // A file with today's columns is appended to, as before.
+  {
+    TrainingLog tl(out.string(), true, false, 1, 3, 3, log);
+    tl.step({3, 0.25, 0.1, 0.5, 10});
+    tl.finish();
+  }
+  const std::string appended = test_util::read_bytes((out / "metrics.csv").string());
+  EXPECT_EQ(appended.substr(0, now.size()), now);
+  EXPECT_HAS(appended, "\n3,train,0.25,");
+  fs::remove_all(out);
+}
+
 TEST(Weights, CheckpointConfigNamesTheFile) {
   Checkpoint c;
   c.config_json = "{\"d_model\": ";
