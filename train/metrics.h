@@ -21,7 +21,9 @@
 // references, over their mean length (sacreBLEU); and for the edit rates below (CER, PER)
 // the closest reference, the one with the fewest edits (the first listed on a tie), whose
 // length is the denominator's share:
-//   WER = sources whose hypothesis equals none of its references (as text) / sources
+//   WER = sources whose hypothesis equals none of its references (as text) / sources: the
+//         word error rate of G2P (a word is wrong or right), not sacreBLEU's WER, which is a
+//         word edit rate (PER here, but lower-cased)
 //   PER = Σ_sources min_ref edits(hyp, ref) / Σ_sources len(that ref), over space-separated
 //         symbols (phonemes in G2P; words in translation)
 //   CER = the same over characters (or the unit CorpusMetrics is given)

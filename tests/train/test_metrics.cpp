@@ -478,6 +478,32 @@ TEST(TerSacrebleu, TestTerCases) {
   EXPECT_NEAR(corpus_ter(hyps, std::vector<Strings>{refs}), 13.6, 1e-3);
 }
 
+// sacreBLEU's test/test_tokenizer_ter.py, the default tokenizer's cases.
+TEST(TerSacrebleu, TokenizerDefaults) {
+  EXPECT_EQ(ter_tokenize("a b c d"), "a b c d");
+  EXPECT_EQ(ter_tokenize(""), "");
+  EXPECT_EQ(ter_tokenize("a b c d."), "a b c d.");
+  EXPECT_EQ(ter_tokenize("A B C D."), "a b c d.");
+}
+
+// PER is a word edit rate over whitespace-separated symbols, as sacreBLEU's WER metric, but
+// case-sensitive: sacreBLEU's test/test_wer.py cases, on the 0..1 scale.
+TEST(CorpusMetrics, PerMatchesSacrebleuWerCases) {
+  const auto per1 = [](const std::string& hyp, const std::string& ref) {
+    CorpusMetrics m;
+    m.add(hyp, ref);
+    return m.summary().per;
+  };
+  EXPECT_NEAR(per1("aaaa bbbb cccc dddd", "aaaa bbbb cccc dddd"), 0.0, 1e-5);  // perfect match
+  EXPECT_NEAR(per1("dddd eeee ffff", "aaaa bbbb cccc"), 1.0, 1e-5);  // no overlap, same length
+  EXPECT_NEAR(per1("", "a"), 1.0, 1e-5);                             // empty hypothesis
+  EXPECT_NEAR(per1("a", ""), 1.0, 1e-5);                             // empty reference
+  EXPECT_NEAR(per1("", ""), 0.0, 1e-5);                              // both empty
+  EXPECT_NEAR(per1("the cat sat on the mat", "the cat sat on a mat"), 1.0 / 6, 1e-5);
+  EXPECT_NEAR(per1("a b c d", "a b d"), 1.0 / 3, 1e-5);              // one inserted word
+  EXPECT_NEAR(per1("The cat sat.", "the cat sat."), 1.0 / 3, 1e-5);  // case-sensitive
+}
+
 TEST(Ter, HandWorkedValues) {
   // A shift of a block is one edit where the edit distance alone counts one per word moved:
   // "c d a b" -> "a b c d" is one shift of "a b" (or of "c d"): 1 edit of 4.
