@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <random>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include "autograd/rng.h"
 #include "fault_util.h"
 #include "train/checkpoint.h"
+#include "train/training_log.h"
 
 namespace seqtape::faults {
 namespace {
@@ -41,6 +44,10 @@ struct Losses {
   int64_t rows = 0, partial = 0, conflicts = 0;
 };
 
+// Every whole row has as many fields as train/training_log.h's kMetricsHeader.
+const size_t kColumns = 1 + static_cast<size_t>(std::count(
+                                kMetricsHeader, kMetricsHeader + std::strlen(kMetricsHeader), ','));
+
 Losses read_losses(const std::string& metrics_csv) {
   Losses l;
   std::istringstream in(read_file(metrics_csv));
@@ -51,7 +58,7 @@ Losses read_losses(const std::string& metrics_csv) {
     for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
     if (line.ends_with(',')) f.push_back("");
     if (f.size() < 2 || f[1] != "train") continue;
-    if (f.size() != 13) {  // train/training_log.h kMetricsHeader
+    if (f.size() != kColumns) {
       ++l.partial;
       continue;
     }
