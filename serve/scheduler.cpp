@@ -73,6 +73,13 @@ void QueuedScheduler::count_step() {
   ++counts_.steps;
 }
 
+bool QueuedScheduler::cancel_before_step(const Job& job) {
+  if (before_step_) before_step_();
+  const bool stop = job.cancel.load() || cancel_all_.load();
+  if (!stop) count_step();
+  return stop;
+}
+
 void QueuedScheduler::job_ended(const Job& job) {
   bool cancelled = false;
   for (const GenerateResult& r : job.results)
@@ -135,12 +142,7 @@ void SerialScheduler::run(Job& job) {
     // One generate() per input, as `seqtape generate` decodes them: each answer is exactly the
     // offline one.
     for (size_t b = 0; b < B; ++b) {
-      decode_alone(model_, job, b, [this, &job] {
-        if (before_step_) before_step_();
-        const bool stop = job.cancel.load() || cancel_all_.load();
-        if (!stop) count_step();
-        return stop;
-      });
+      decode_alone(model_, job, b, [this, &job] { return cancel_before_step(job); });
       if (job.on_input_done) job.on_input_done(b);
     }
   } catch (const std::exception& e) {
@@ -155,6 +157,8 @@ struct ContinuousScheduler::Started {
   size_t next = 0;             // the next input to admit
   size_t finished = 0;         // inputs with a result
   size_t announced = 0;        // inputs passed to on_input_done: always a prefix, in order
+  size_t alone = 0;            // inputs on the second thread
+  bool failed = false;         // fail_all() answered the rest; the alone ones only count
   std::vector<uint8_t> ready;  // [B] has a result
 
   // Input b has its result: on_input_done for it and any that waited for it, in input order
@@ -187,16 +191,72 @@ ContinuousScheduler::ContinuousScheduler(const InferenceModel& model, size_t cap
   stepper_ = std::make_unique<Stepper>(model, GenerateOptions{}, 0);
   stepper_->open(max_batch, model.config().max_positions);
   loop_ = std::make_unique<DecodeLoop>(*stepper_, model.config().vocab_size);
+  alone_thread_ = std::thread([this] { alone_loop(); });
   thread_ = std::thread([this] { loop(); });
 }
 
 ContinuousScheduler::~ContinuousScheduler() {
-  shutdown(std::chrono::steady_clock::now());
+  shutdown(std::chrono::steady_clock::now());  // the decoding loop waits for the alone inputs
+  {
+    std::lock_guard<std::mutex> l(m_);
+    alone_stop_ = true;
+  }
+  cv_.notify_all();
+  alone_thread_.join();
+}
+
+void ContinuousScheduler::alone_loop() {
+  for (;;) {
+    Alone a;
+    {
+      std::unique_lock<std::mutex> l(m_);
+      cv_.wait(l, [&] { return !alone_queue_.empty() || alone_stop_; });
+      if (alone_queue_.empty()) return;
+      a = std::move(alone_queue_.front());
+      alone_queue_.pop_front();
+    }
+    Job& job = *a.job;
+    try {
+      decode_alone(model_, job, a.b, [this, &job] { return cancel_before_step(job); });
+    } catch (const std::exception& e) {
+      a.error = e.what();
+    }
+    {
+      std::lock_guard<std::mutex> l(m_);
+      alone_done_.push_back(std::move(a));
+    }
+    cv_.notify_all();
+  }
+}
+
+// Results of the second thread: their jobs are answered here, on the decoding thread that owns
+// started_.
+void ContinuousScheduler::collect_alone() {
+  std::deque<Alone> done;
+  {
+    std::lock_guard<std::mutex> l(m_);
+    done.swap(alone_done_);
+  }
+  for (Alone& a : done)
+    for (auto& p : started_) {
+      if (!p || p->job != a.job) continue;
+      Started& s = *p;
+      --s.alone;
+      if (!a.error.empty()) s.job->error = a.error;
+      if (s.failed)
+        ++s.finished;
+      else
+        s.result_ready(a.b);
+      if (s.finished == s.job->inputs.size()) input_done(s);
+      break;
+    }
+  std::erase(started_, nullptr);
 }
 
 void ContinuousScheduler::loop() {
   while (wait_for_work()) {
     try {
+      collect_alone();
       admit();
       step();
       finish_inputs();
@@ -208,7 +268,11 @@ void ContinuousScheduler::loop() {
 
 bool ContinuousScheduler::wait_for_work() {
   std::unique_lock<std::mutex> l(m_);
-  cv_.wait(l, [&] { return !queue_.empty() || !started_.empty() || stopping_; });
+  // Started jobs whose every input is on the second thread wait for its results (no spinning).
+  cv_.wait(l, [&] {
+    return !queue_.empty() || !inputs_.empty() || !alone_done_.empty() ||
+           (stopping_ && started_.empty());
+  });
   return !queue_.empty() || !started_.empty();
 }
 
@@ -243,7 +307,7 @@ void ContinuousScheduler::take_inputs() {
     bool room = true;
     while (s.next < s.job->inputs.size() && (room = admit_input(s))) {
     }
-    if (s.finished == s.job->inputs.size()) input_done(s);  // the last were decoded alone
+    if (s.finished == s.job->inputs.size()) input_done(s);  // the last were cancelled
     if (!room) return;
   }
   for (;;) {
@@ -272,24 +336,29 @@ void ContinuousScheduler::take_inputs() {
   }
 }
 
-// Takes input s.next for the session (pending_), or decodes it at once when it is cancelled or
-// the session cannot take it; false (nothing done) when its rows are not free.
+// Takes input s.next for the session (pending_), hands it to the second thread when the session
+// cannot take it, or answers it at once when it is cancelled; false (nothing done) when its rows
+// are not free.
 bool ContinuousScheduler::admit_input(Started& s) {
   Job& job = *s.job;
   const size_t b = s.next;
   const GenerateOptions& o = job.options;
   const int64_t rows = make_strategy(o)->rows_per_input(o);
-  const bool alone =
-      cancelled(job) || !o.use_cache || o.verify_cache || o.num_samples > 1 || rows > max_batch_;
-  if (alone) {
+  if (!cancelled(job) &&
+      (!o.use_cache || o.verify_cache || o.num_samples > 1 || rows > max_batch_)) {
+    ++s.next;
+    ++s.alone;
+    {
+      std::lock_guard<std::mutex> l(m_);
+      alone_queue_.push_back({s.job, b, ""});
+    }
+    cv_.notify_all();
+    return true;
+  }
+  if (cancelled(job)) {  // a cancelled generate() stops before its first step
     ++s.next;
     try {
-      decode_alone(model_, job, b, [this, &job] {
-        if (before_step_) before_step_();
-        const bool stop = cancelled(job);
-        if (!stop) count_step();
-        return stop;
-      });
+      decode_alone(model_, job, b, [this, &job] { return cancel_before_step(job); });
     } catch (const std::exception& e) {
       job.error = e.what();
     }
@@ -378,8 +447,10 @@ void ContinuousScheduler::fail_all(const std::string& error) {
   for (auto& s : started_) {
     if (!s) continue;
     s->job->error = error;
-    s->finished = s->job->inputs.size();
-    input_done(*s);
+    s->failed = true;
+    s->next = s->job->inputs.size();
+    s->finished = s->job->inputs.size() - s->alone;  // the alone ones count when they return
+    if (s->alone == 0) input_done(*s);
   }
   std::erase(started_, nullptr);
 }

@@ -98,6 +98,9 @@ class QueuedScheduler : public Scheduler {
  protected:
   QueuedScheduler(const InferenceModel& model, size_t capacity, std::function<void()> before_step);
   void count_step();
+  // Before each step of a generate() over `job`: runs before_step, then true when the job is
+  // cancelled (the step is not taken), else counts the step.
+  bool cancel_before_step(const Job& job);
   // A running job ended: counted as cancelled when any of its inputs was; wakes shutdown().
   void job_ended(const Job& job);
 
@@ -131,7 +134,9 @@ class SerialScheduler final : public QueuedScheduler {
 // most `capacity` jobs queued or running. `before_step` (tests) runs before every model call on
 // the decoding thread. Inputs the shared session cannot take — no_cache or verify_cache (they
 // compare with, or are, the uncached recompute), num_samples > 1, or more rows than max_batch —
-// are decoded alone by generate() between two steps, the other rows waiting meanwhile.
+// are decoded alone by generate() on a second thread, one at a time in FIFO order, while the
+// shared loop keeps stepping: however costly, they never hold up the other requests' steps
+// (they only wait for each other).
 class ContinuousScheduler final : public QueuedScheduler {
  public:
   ContinuousScheduler(const InferenceModel& model, size_t capacity, int64_t max_batch,
@@ -142,7 +147,14 @@ class ContinuousScheduler final : public QueuedScheduler {
  private:
   struct Started;  // a job taken from the queue: which inputs are admitted, which finished
   struct Input;    // one input in the session: its options, search context, search and rows
+  struct Alone {   // one input decoded alone, off the shared loop
+    std::shared_ptr<Job> job;
+    size_t b = 0;
+    std::string error;  // decoding failed
+  };
   void loop();
+  void alone_loop();     // the second thread: decodes alone_queue_
+  void collect_alone();  // the decoding thread takes the results of alone_done_
   bool wait_for_work();  // false: stopping and nothing left
   void admit();
   void take_inputs();
@@ -161,6 +173,10 @@ class ContinuousScheduler final : public QueuedScheduler {
   std::vector<std::unique_ptr<Input>> inputs_;     // in the session
   std::vector<std::unique_ptr<Input>> pending_;    // taken by admit(), joining at this step
   int64_t budget_ = 0;                             // rows admit() may still give
+  // Under m_: inputs waiting for, and decoded by, the second thread.
+  std::deque<Alone> alone_queue_, alone_done_;
+  bool alone_stop_ = false;
+  std::thread alone_thread_;
 };
 
 // "continuous" or "serial" (anything else: Error).

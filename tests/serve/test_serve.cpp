@@ -452,6 +452,44 @@ TEST(Serve, FullQueueAnswers503) {
   EXPECT_EQ(get_json(srv.port, "/healthz")["rejected"], 1);
 }
 
+// A debug request (no_cache, a beam of 4, 14 forced tokens: decoded alone, every step a full
+// recompute) does not stall the shared loop: a 5-token greedy request sent while it runs
+// finishes first. Both answers are the offline ones. Steps are slowed to 30 ms so that the
+// debug request takes its 14 steps' time whatever the machine.
+TEST(Serve, DebugRequestDoesNotStallTheOthers) {
+  serve::ServerOptions o = test_options();
+  o.before_step = [] { std::this_thread::sleep_for(30ms); };
+  RunningServer srv(f15(), o);
+  std::atomic<int> finished{0};
+  int debug_rank = 0, greedy_rank = 0;
+  json debug_answer, greedy_answer;
+  const auto post = [&](const std::string& body, json& answer, int& rank) {
+    httplib::Client c("127.0.0.1", srv.port);
+    c.set_read_timeout(30, 0);
+    auto r = c.Post("/v1/generate", body, "application/json");
+    rank = ++finished;
+    if (r && r->status == 200) answer = json::parse(r->body);
+  };
+  std::thread debug([&] {
+    post(R"({"input": "我爱", "no_cache": true, "beam": 4, "min_new": 14, "max_new": 14})",
+         debug_answer, debug_rank);
+  });
+  while (get_json(srv.port, "/healthz").value("steps", 0) < 2) std::this_thread::sleep_for(5ms);
+  std::thread greedy([&] { post(R"({"input": "我", "max_new": 5})", greedy_answer, greedy_rank); });
+  greedy.join();
+  debug.join();
+  EXPECT_EQ(greedy_rank, 1) << "the greedy request waited for the debug one";
+  EXPECT_EQ(debug_rank, 2);
+  GenerateOptions g;
+  g.max_new = 5;
+  EXPECT_EQ(serve_test::timeless(greedy_answer), offline("我", g));
+  GenerateOptions d;
+  d.use_cache = false;
+  d.beam = 4;
+  d.min_new = d.max_new = 14;
+  EXPECT_EQ(serve_test::timeless(debug_answer), offline("我爱", d));
+}
+
 // stop(): in-flight work past the drain deadline is cancelled (and answered), new work refused.
 TEST(Serve, StopCancelsInFlightWorkAfterTheDeadline) {
   serve::ServerOptions o = test_options();
