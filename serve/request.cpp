@@ -68,10 +68,10 @@ std::vector<int32_t> token_ids(const InferenceModel& model, const std::string& f
 
 const std::vector<std::string>& request_fields() {
   static const std::vector<std::string> fields = {
-      "input",           "inputs",      "stream",  "beam",  "n_best", "length_penalty",
-      "sample",          "temperature", "top_k",   "top_p", "seed",   "repetition_penalty",
-      "no_repeat_ngram", "min_new",     "max_new", "stop",  "end",    "suppress",
-      "no_cache",        "verify_cache"};
+      "input",           "inputs",       "stream",     "beam",  "n_best", "length_penalty",
+      "sample",          "temperature",  "top_k",      "top_p", "seed",   "repetition_penalty",
+      "no_repeat_ngram", "min_new",      "max_new",    "stop",  "end",    "suppress",
+      "no_cache",        "verify_cache", "num_samples"};
   return fields;
 }
 
@@ -123,6 +123,7 @@ void read_options(const json& j, const InferenceModel& model, GenerateOptions& o
   if (j.contains("length_penalty"))
     o.length_penalty = get_number(j["length_penalty"], "length_penalty");
   if (j.contains("sample")) o.sample = get_bool(j["sample"], "sample");
+  if (j.contains("num_samples")) o.num_samples = get_int(j["num_samples"], "num_samples");
   if (j.contains("temperature")) o.temperature = get_number(j["temperature"], "temperature");
   if (j.contains("top_k")) o.top_k = get_int(j["top_k"], "top_k");
   if (j.contains("top_p")) o.top_p = get_number(j["top_p"], "top_p");
@@ -151,7 +152,7 @@ void read_options(const json& j, const InferenceModel& model, GenerateOptions& o
 
 // GenerateOptions' own check, in the request's field names; then what only a request (like
 // the command line) can get wrong; then the server's limits.
-void check_options(const json& j, const GenerateOptions& o, const Limits& limits) {
+void check_options(const json& j, const GenerateOptions& o, bool stream, const Limits& limits) {
   // Each message of problem() starts with the name of the option it is about.
   if (std::optional<std::string> p = o.problem(field_of)) {
     std::string field;
@@ -174,6 +175,14 @@ void check_options(const json& j, const GenerateOptions& o, const Limits& limits
     throw RequestError("beam", "beam " + std::to_string(o.beam) +
                                    " is more than the server's limit of " +
                                    std::to_string(limits.max_beam));
+  // Draws take a row each, as beams do: the same limit bounds both.
+  if (o.num_samples > limits.max_beam)
+    throw RequestError("num_samples", "num_samples " + std::to_string(o.num_samples) +
+                                          " is more than the server's limit of " +
+                                          std::to_string(limits.max_beam) + " (the beam limit)");
+  // As generate's --stream: one text per input, the draws would interleave.
+  if (stream && o.num_samples > 1)
+    throw RequestError("num_samples", "num_samples > 1 cannot be streamed (one text per input)");
 }
 
 // Each text within the byte limit, tokenized.
@@ -216,7 +225,7 @@ GenerateRequest parse_generate_request(const std::string& body, const InferenceM
   read_texts(j, limits, r);
   if (j.contains("stream")) r.stream = get_bool(j["stream"], "stream");
   read_options(j, model, r.options);
-  check_options(j, r.options, limits);
+  check_options(j, r.options, r.stream, limits);
   encode_texts(model, limits, r);
   check_memory(model, r);
   return r;

@@ -260,6 +260,10 @@ TEST(Serve, BadRequestsGet400NamingTheField) {
       {R"({"input": "我爱", "end": ["<nope>"]})", "end"},
       {R"({"input": "我爱", "no_cache": true, "verify_cache": true})", "verify_cache"},
       {R"({"input": "我爱", "seed": -1, "sample": true})", "seed"},
+      {R"({"input": "我爱", "num_samples": 2})", "num_samples"},  // needs sample
+      {R"({"input": "我爱", "sample": true, "num_samples": 0})", "num_samples"},
+      {R"({"input": "我爱", "sample": true, "num_samples": 5})", "num_samples"},  // > beam limit
+      {R"({"input": "我爱", "sample": true, "num_samples": 2, "stream": true})", "num_samples"},
   };
   for (const auto& [body, field] : cases) {
     auto res = cli.Post("/v1/generate", body, "application/json");
@@ -525,6 +529,8 @@ TEST(Serve, AnswersEqualTheGenerateCommand) {
        {{"input", "爱学习"}, {"sample", true}, {"seed", 7}, {"temperature", 1.5}, {"max_new", 9}}},
       {"--input 我爱 --suppress ！ --stop 学 --max-new 5",
        {{"input", "我爱"}, {"suppress", {"！"}}, {"stop", {"学"}}, {"max_new", 5}}},
+      {"--input 我 --sample --seed 7 --num-samples 3 --max-new 6",
+       {{"input", "我"}, {"sample", true}, {"seed", 7}, {"num_samples", 3}, {"max_new", 6}}},
   };
   for (const auto& [flags, body] : cases) {
     const std::string cmd = std::string(SEQTAPE_CLI_PATH) + " generate --json --model " +
