@@ -128,9 +128,20 @@ void register_serve(CLI::App& app, Runner& run) {
   sub->add_option("--beam-limit", o.limits.max_beam, "largest beam a request may ask")
       ->capture_default_str()
       ->check(in_range(1, kMaxBatchLimit));
-  sub->add_option("--read-timeout-ms", o.read_timeout_ms, "per socket read (slow clients)")
+  sub->add_option("--read-timeout-ms", o.read_timeout_ms,
+                  "per socket read, and the wait for a kept-alive connection's next request")
       ->capture_default_str()
       ->check(in_range(1, kMaxTimeoutMs));
+  sub->add_option("--request-timeout-ms", o.request_timeout_ms,
+                  "a request's head and body must arrive within this time of its first byte "
+                  "(else 408): slow clients cannot hold a connection")
+      ->capture_default_str()
+      ->check(in_range(1, kMaxTimeoutMs));
+  sub->add_option("--max-client-connections", o.max_client_connections,
+                  "connections open at once from one client address (more get 503), so that "
+                  "one client cannot take every --threads slot")
+      ->capture_default_str()
+      ->check(in_range(1, 1024));
   sub->add_option("--write-timeout-ms", o.write_timeout_ms, "per socket write (slow readers)")
       ->capture_default_str()
       ->check(in_range(1, kMaxTimeoutMs));

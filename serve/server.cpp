@@ -11,13 +11,15 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cstring>
 #include <deque>
-#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "autograd/tensor.h"  // fail
 #include "infer/result_json.h"
+#include "serve/http_reader.h"
 #include "serve/playground.h"
 
 namespace seqtape::serve {
@@ -39,40 +41,153 @@ void send_error(httplib::Response& res, int status, const std::string& field,
   res.set_content(dump(j) + "\n", "application/json");
 }
 
-// The port of a socket address (IPv4 or IPv6), or -1.
-int port_of(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
-  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
-  return -1;
+// 503: the queue is full or the server is stopping. Either passes: a second is a fair wait
+// (a queue slot frees when one request ends; a restarted server is back within seconds).
+void send_unavailable(httplib::Response& res, const std::string& message) {
+  send_error(res, 503, "", message);
+  res.set_header("Retry-After", "1");
 }
 
-// The connection's socket: httplib does not hand it to handlers, so find the open socket whose
-// local and peer ports are the request's. -1 when not found (then disconnects are noticed only
-// when a write fails).
-int find_socket(const httplib::Request& req) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    int fd = -1;
-    try {
-      fd = std::stoi(e.path().filename().string());
-    } catch (const std::exception&) {
-      continue;
-    }
-    sockaddr_storage local{}, peer{};
-    socklen_t ln = sizeof local, pn = sizeof peer;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ln) != 0) continue;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pn) != 0) continue;
-    if (port_of(local) == req.local_port && port_of(peer) == req.remote_port) return fd;
+// The methods each endpoint answers (405 with Allow for the others; 404 for other paths).
+const char* allowed_methods(const std::string& path) {
+  if (path == "/v1/generate") return "POST";
+  if (path == "/healthz" || path == "/v1/model" || path == "/") return "GET, HEAD";
+  return nullptr;
+}
+
+// The socket of the connection this thread serves (serve_connection() sets it): the handlers
+// watch it for a client that goes away.
+thread_local int tl_client_fd = -1;
+
+constexpr size_t kKeepAliveRequests = 100;  // requests on one connection at most
+
+// The address of one end of a socket ("127.0.0.1", "::1"), and its port.
+void socket_address(int fd, bool peer, std::string& ip, int& port) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  const int r = peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len)
+                     : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  char text[INET6_ADDRSTRLEN] = "";
+  port = -1;
+  if (r == 0 && a.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+    inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
+    port = ntohs(v4.sin_port);
+  } else if (r == 0 && a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+    inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
+    port = ntohs(v6.sin6_port);
   }
-  return -1;
+  ip = text;
 }
 
-// The client closed its end (or the connection broke).
-bool peer_gone(int fd) {
-  if (fd < 0) return false;
-  pollfd p{fd, POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+bool send_all(int fd, const std::string& s) {
+  for (size_t off = 0; off < s.size();) {
+    const ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    off += size_t(n);
+  }
+  return true;
 }
+
+// Closes a connection whose client may still be sending (a refused request): the answer is
+// sent, then what still arrives is read and dropped for a moment, so that the client's kernel
+// does not reset the connection before the client has read the answer.
+void lingering_close(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  char tmp[65536];
+  for (size_t dropped = 0; dropped < (64u << 20) && std::chrono::steady_clock::now() < until;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) break;
+    const ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+    if (n <= 0) break;
+    dropped += size_t(n);
+  }
+  ::close(fd);
+}
+
+// One request, read and checked by RequestReader, as cpp-httplib's stream: it reads the
+// canonical request from memory and writes to the socket.
+class CanonicalStream final : public httplib::Stream {
+ public:
+  CanonicalStream(int fd, std::string request, int write_timeout_ms)
+      : fd_(fd), in_(std::move(request)), write_timeout_ms_(write_timeout_ms) {}
+  bool is_readable() const override { return pos_ < in_.size(); }
+  bool is_writable() const override {
+    pollfd p{fd_, POLLOUT, 0};
+    return poll(&p, 1, write_timeout_ms_) > 0 && (p.revents & (POLLERR | POLLHUP)) == 0;
+  }
+  ssize_t read(char* ptr, size_t size) override {
+    const size_t n = std::min(size, in_.size() - pos_);
+    std::memcpy(ptr, in_.data() + pos_, n);
+    pos_ += n;
+    return ssize_t(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    return ::send(fd_, ptr, size, MSG_NOSIGNAL);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    socket_address(fd_, true, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    socket_address(fd_, false, ip, port);
+  }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  int fd_;
+  std::string in_;
+  size_t pos_ = 0;
+  int write_timeout_ms_;
+};
+
+// cpp-httplib's server with its connection loop replaced (serve_connection): the routing,
+// handlers and answers stay httplib's.
+class HttpServer final : public httplib::Server {
+ public:
+  std::function<void(int sock)> serve_connection;
+  // One request of the connection: httplib parses `strm`, routes and answers.
+  bool process(httplib::Stream& strm, bool close_connection, bool& connection_closed) {
+    return process_request(strm, close_connection, connection_closed, nullptr);
+  }
+  bool listening() const { return svr_sock_ != INVALID_SOCKET; }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    serve_connection(sock);
+    return true;
+  }
+};
+
+// Whether the client of a request in flight has gone away. The end of its input alone is no
+// sign: a client may half-close once its request is sent (shutdown(SHUT_WR), as `nc -N` does)
+// and still read the answer. A client that closed in full is told apart by writing to it: its
+// kernel answers with a reset (POLLERR | POLLHUP). A streamed answer has written its headers
+// already; a JSON one writes an interim "102 Processing" (which HTTP/1.1 clients skip, and
+// HTTP/1.0 ones must not get: they are cancelled only by a reset).
+class PeerWatch {
+ public:
+  PeerWatch(int fd, bool may_probe) : fd_(fd), may_probe_(may_probe) {}
+  bool gone() {
+    if (fd_ < 0) return false;
+    pollfd p{fd_, POLLRDHUP, 0};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR)) return true;
+    if ((p.revents & POLLRDHUP) && may_probe_ && !probed_) {
+      probed_ = true;
+      static constexpr char kProbe[] = "HTTP/1.1 102 Processing\r\n\r\n";
+      if (::send(fd_, kProbe, sizeof kProbe - 1, MSG_NOSIGNAL) < 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  int fd_;
+  bool may_probe_;
+  bool probed_ = false;
+};
 
 // Events of one streamed job, from the decoding thread to the connection's thread.
 struct EventQueue {
@@ -94,9 +209,11 @@ struct Server::Impl {
   const InferenceModel& model;
   ServerOptions opt;
   std::unique_ptr<Scheduler> scheduler;
-  httplib::Server http;
+  HttpServer http;
   std::atomic<bool> stopping{false};
-  std::atomic<int64_t> active{0};  // /v1/generate requests not yet answered in full
+  std::mutex clients_m;
+  std::map<std::string, size_t> clients;  // open connections per client address
+  std::atomic<int64_t> active{0};         // /v1/generate requests not yet answered in full
   int listen_fd = -1;
 
   // Counts a request as active while alive.
@@ -112,8 +229,9 @@ struct Server::Impl {
         scheduler(make_scheduler(opt.scheduler, m, opt.queue, opt.max_batch, opt.before_step)) {
     const size_t threads = std::max<size_t>(opt.http_threads, 2);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_read_timeout(opt.read_timeout_ms / 1000, (opt.read_timeout_ms % 1000) * 1000);
-    http.set_write_timeout(opt.write_timeout_ms / 1000, (opt.write_timeout_ms % 1000) * 1000);
+    http.serve_connection = [this](int sock) { serve_connection(sock); };
+    // What httplib's Keep-Alive header announces; serve_requests() keeps to it.
+    http.set_keep_alive_max_count(kKeepAliveRequests);
     http.set_keep_alive_timeout(std::max(1, opt.read_timeout_ms / 1000));
     http.set_payload_max_length(opt.limits.max_body_bytes);
     // Keep the listening socket: bind() deepens its accept backlog (httplib listens with 5,
@@ -123,13 +241,14 @@ struct Server::Impl {
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
       listen_fd = sock;
     });
-    http.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own error
-      if (res.status == 413)
-        send_error(res, 400, "body",
-                   "body is more than the limit of " + std::to_string(opt.limits.max_body_bytes) +
-                       " bytes");
-      else if (res.status == 404)
+      if (res.status == 404 && allowed_methods(req.path)) {
+        send_error(res, 405, "",
+                   req.method + " is not allowed on " + req.path +
+                       " (allowed: " + allowed_methods(req.path) + ")");
+        res.set_header("Allow", allowed_methods(req.path));
+      } else if (res.status == 404)
         send_error(res, 404, "",
                    "no such endpoint (POST /v1/generate, GET /healthz, GET /v1/model, GET /)");
       else
@@ -185,9 +304,71 @@ struct Server::Impl {
               [this](const httplib::Request& req, httplib::Response& res) { generate(req, res); });
   }
 
+  // A connection, from its accept to its close: at most max_client_connections open per client
+  // address (more: 503 at once), then its requests one at a time, each read in full within the
+  // request deadline (RequestReader) before httplib routes it.
+  void serve_connection(int sock) {
+    std::string ip;
+    int port = 0;
+    socket_address(sock, true, ip, port);
+    size_t open = 0;
+    {
+      std::lock_guard<std::mutex> l(clients_m);
+      open = ++clients[ip];
+    }
+    const HttpReadLimits limits{opt.max_head_bytes, opt.limits.max_body_bytes, opt.read_timeout_ms,
+                                opt.request_timeout_ms};
+    if (open > opt.max_client_connections) {
+      send_all(sock, error_response(503, "",
+                                    "too many connections from " + ip + " (" +
+                                        std::to_string(opt.max_client_connections) +
+                                        " at most per client); try again later",
+                                    true));
+      lingering_close(sock);
+    } else {
+      serve_requests(sock, limits);
+    }
+    std::lock_guard<std::mutex> l(clients_m);
+    if (--clients[ip] == 0) clients.erase(ip);
+  }
+
+  void serve_requests(int sock, const HttpReadLimits& limits) {
+    tl_client_fd = sock;
+    RequestReader reader(sock, limits);
+    for (size_t count = kKeepAliveRequests; count > 0; --count) {
+      // Waits for the next request in slices, so that stop() is not held up by idle clients.
+      bool next = false;
+      for (int waited = 0; !next && waited < opt.read_timeout_ms && http.listening(); waited += 100)
+        next = reader.wait_next(std::chrono::milliseconds(std::min(100, opt.read_timeout_ms)));
+      if (!next) break;
+      std::string request;
+      try {
+        request = reader.read_request();
+      } catch (const HttpError& e) {
+        if (e.status != 0) send_all(sock, error_response(e.status, e.field, e.what()));
+        lingering_close(sock);
+        tl_client_fd = -1;
+        return;
+      }
+      CanonicalStream strm(sock, std::move(request), opt.write_timeout_ms);
+      bool closed = false;
+      if (!http.process(strm, count == 1 || !http.listening(), closed) || closed) break;
+    }
+    tl_client_fd = -1;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+  }
+
+  // The scheduler refused a job.
+  void refuse(httplib::Response& res) {
+    send_unavailable(res, stopping ? "the server is shutting down"
+                                   : "the queue is full (" + std::to_string(opt.queue) +
+                                         " requests); try again later");
+  }
+
   void generate(const httplib::Request& req, httplib::Response& res) {
     auto active_guard = std::make_shared<Active>(active);
-    if (stopping) return send_error(res, 503, "", "the server is shutting down");
+    if (stopping) return send_unavailable(res, "the server is shutting down");
     GenerateRequest r;
     try {
       r = parse_generate_request(req.body, model, opt.limits);
@@ -198,15 +379,12 @@ struct Server::Impl {
     job->texts = r.texts;
     job->inputs = std::move(r.inputs);
     job->options = r.options;
-    const int fd = find_socket(req);
+    const int fd = tl_client_fd;
     if (!r.stream) {
-      if (!scheduler->submit(job))
-        return send_error(res, 503, "",
-                          stopping ? "the server is shutting down"
-                                   : "the queue is full (" + std::to_string(opt.queue) +
-                                         " requests); try again later");
+      if (!scheduler->submit(job)) return refuse(res);
+      PeerWatch peer(fd, req.version == "HTTP/1.1");
       while (!job->wait_done(20ms))
-        if (peer_gone(fd)) job->cancel = true;
+        if (peer.gone()) job->cancel = true;
       if (!job->error.empty()) return send_error(res, 500, "", "decoding failed: " + job->error);
       json out = json::array();
       for (size_t b = 0; b < job->results.size(); ++b)
@@ -217,22 +395,21 @@ struct Server::Impl {
     }
     auto events = std::make_shared<EventQueue>();
     job->on_stream = [events](const StreamEvent& e) {
-      if (!e.text.empty()) events->push("piece", {{"input", e.input}, {"text", e.text}});
+      if (!e.text.empty()) events->push("piece", {{"index", e.input}, {"text", e.text}});
     };
     Job* raw = job.get();  // the hooks live in the job: no cycle through a shared_ptr
     const Vocab& vocab = model.vocab();
     job->on_input_done = [events, raw, &vocab](size_t b) {
-      events->push("done", result_json(raw->texts[b], unk_count(vocab, raw->inputs[b]),
-                                       raw->results[b], raw->options, raw->seconds[b]));
+      json done = result_json(raw->texts[b], unk_count(vocab, raw->inputs[b]), raw->results[b],
+                              raw->options, raw->seconds[b]);
+      done["index"] = b;
+      events->push("done", done);
     };
-    if (!scheduler->submit(job))
-      return send_error(res, 503, "",
-                        stopping ? "the server is shutting down"
-                                 : "the queue is full (" + std::to_string(opt.queue) +
-                                       " requests); try again later");
+    if (!scheduler->submit(job)) return refuse(res);
     res.set_header("Cache-Control", "no-cache");
+    auto peer = std::make_shared<PeerWatch>(fd, false);
     res.set_chunked_content_provider(
-        "text/event-stream", [job, events, fd, active_guard](size_t, httplib::DataSink& sink) {
+        "text/event-stream", [job, events, peer, active_guard](size_t, httplib::DataSink& sink) {
           const bool finished = job->done();
           std::deque<std::string> out;
           {
@@ -245,7 +422,7 @@ struct Server::Impl {
               job->cancel = true;
               return false;
             }
-          if (peer_gone(fd)) {
+          if (peer->gone()) {
             job->cancel = true;
             return false;
           }

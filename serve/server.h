@@ -4,15 +4,18 @@
 //
 //   POST /v1/generate  {"input": "..."} or {"inputs": [...]} + generate's options
 //                      → what `generate --json` prints (one object, or an array for "inputs");
-//                      "stream": true → text/event-stream: `event: piece` {"input", "text"} per
+//                      "stream": true → text/event-stream: `event: piece` {"index", "text"} per
 //                      piece of complete UTF-8 characters, `event: done` with the input's full
-//                      result (stop_reason, cache_lengths, ...), `event: end` last.
+//                      result (stop_reason, cache_lengths, ...) and its "index", `event: end`
+//                      last. In every event "index" is the input's position in "inputs" (0 for
+//                      "input") and "input" is only ever the source text (done events).
 //   GET  /healthz      {"status": "ok" | "stopping", queue and job counts}
 //   GET  /v1/model     configuration, vocabulary size, parameter count, limits
 //   GET  /             the playground page
 //
-// Errors are JSON {"error": message, "field": name}: 400 bad request (the field named), 503
-// queue full or stopping, 500 a decoding bug.
+// Errors are JSON {"error": message, "field": name}: 400 bad request (the field named), 405
+// a method the endpoint does not take (with Allow), 503 queue full or stopping (with
+// Retry-After), 500 a decoding bug.
 //
 // Dimension key: none.
 
@@ -34,10 +37,13 @@ struct ServerOptions {
   size_t queue = 64;                     // jobs queued or running; more → 503
   std::string scheduler = "continuous";  // or "serial" (serve/scheduler.h)
   int64_t max_batch = 32;                // continuous: rows decoded together
-  size_t http_threads = 32;              // connections served at once (others wait to be accepted)
-  int read_timeout_ms = 5000, write_timeout_ms = 5000;  // per socket read / write
-  std::string model_name;                               // shown by /v1/model
-  std::function<void()> before_step;                    // tests: runs before each decoding step
+  size_t http_threads = 128;             // connections served at once (others wait to be accepted)
+  size_t max_client_connections = 64;    // open at once from one address (more: 503 at once)
+  int read_timeout_ms = 5000, write_timeout_ms = 5000;  // per socket read / write; keep-alive
+  int request_timeout_ms = 10000;     // from a request's first byte to its last (else 408)
+  size_t max_head_bytes = 16384;      // the request line and headers (else 431)
+  std::string model_name;             // shown by /v1/model: a file name, never the server's path
+  std::function<void()> before_step;  // tests: runs before each decoding step
 };
 
 class Server {

@@ -45,11 +45,22 @@ struct RunningServer {
   ~RunningServer() { stop(); }
 };
 
-// A blocking TCP socket to 127.0.0.1:port with receive timeout.
+// A blocking TCP socket to 127.0.0.1:port with receive timeout; `from` binds its own end to
+// another loopback address (another client, as the server counts them).
 class RawSocket {
  public:
-  explicit RawSocket(int port, int timeout_ms = 10000) {
+  explicit RawSocket(int port, int timeout_ms = 10000, const char* from = nullptr) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (from) {
+      sockaddr_in self{};
+      self.sin_family = AF_INET;
+      inet_pton(AF_INET, from, &self.sin_addr);
+      if (bind(fd_, reinterpret_cast<sockaddr*>(&self), sizeof self) != 0) {
+        ::close(fd_);
+        fd_ = -1;
+        return;
+      }
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(uint16_t(port));
@@ -90,6 +101,8 @@ class RawSocket {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Half-closes: the server reads the end of the request, the answer can still come back.
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
 
  private:
   int fd_ = -1;

@@ -114,10 +114,19 @@ std::string check_answer(const Spec& s, int status, const std::string& body) {
     std::vector<std::string> texts(s.inputs.size());
     bool ended = false;
     for (const auto& e : events) {
-      if (e.name == "piece")
-        texts.at(e.data["input"].get<size_t>()) += e.data["text"].get<std::string>();
+      // "index" is the input's position in both events; "input" only ever the source text.
+      if (e.name == "piece") {
+        if (e.data.contains("input")) return "a piece event has an input field: " + e.data.dump();
+        texts.at(e.data["index"].get<size_t>()) += e.data["text"].get<std::string>();
+      }
       if (e.name == "done") {
+        if (e.data.value("index", size_t(99)) != got.size() ||
+            e.data.value("input", "") != s.inputs.at(got.size()))
+          return "done event " + std::to_string(got.size()) + " has index " +
+                 e.data.value("index", json()).dump() + " and input " +
+                 e.data.value("input", json()).dump();
         got.push_back(e.data);
+        got.back().erase("index");
         if (e.data["text"] != texts.at(got.size() - 1))
           return "streamed pieces '" + texts[got.size() - 1] + "' != final text " +
                  e.data["text"].dump();
@@ -147,6 +156,7 @@ serve::ServerOptions test_options() {
   serve::ServerOptions o;
   o.queue = 64;
   o.http_threads = 72;
+  o.max_client_connections = 72;  // the load test's 64 clients all come from 127.0.0.1
   o.limits.max_body_bytes = 64 * 1024;
   o.limits.max_input_bytes = 64;
   o.limits.max_new = 64;  // generate's default
@@ -341,6 +351,18 @@ TEST(Serve, HealthAndModelEndpoints) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
   EXPECT_TRUE(json::parse(missing->body).contains("error"));
+  // A known endpoint asked with the wrong method: 405 naming the allowed ones, not 404.
+  auto get_generate = cli.Get("/v1/generate");
+  ASSERT_TRUE(get_generate);
+  EXPECT_EQ(get_generate->status, 405);
+  EXPECT_EQ(get_generate->get_header_value("Allow"), "POST");
+  EXPECT_NE(json::parse(get_generate->body).value("error", "").find("GET is not allowed"),
+            std::string::npos)
+      << get_generate->body;
+  auto post_health = cli.Post("/healthz", "{}", "application/json");
+  ASSERT_TRUE(post_health);
+  EXPECT_EQ(post_health->status, 405);
+  EXPECT_EQ(post_health->get_header_value("Allow"), "GET, HEAD");
 }
 
 // Waits until /healthz reports `n` cancelled jobs (or 5 s pass).
@@ -420,9 +442,10 @@ TEST(Serve, SlowClientsAreServedOrTimedOut) {
   std::string got;
   const ssize_t n = stalled.read_some(got);
   const auto waited = std::chrono::steady_clock::now() - t1;
-  // Closed, or answered 400 (the request line never completed) and then closed.
+  // Closed, or answered 408 naming the timeout (the request never completed) and then closed.
   if (n > 0) {
-    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got;
+    EXPECT_EQ(got.rfind("HTTP/1.1 408", 0), 0u) << got;
+    EXPECT_NE(got.find("--read-timeout-ms"), std::string::npos) << got;
     while (stalled.read_some(got) > 0) {
     }
     EXPECT_EQ(stalled.read_some(got), 0) << "still open after the answer";
@@ -430,6 +453,176 @@ TEST(Serve, SlowClientsAreServedOrTimedOut) {
   EXPECT_GE(waited, 2s);
   EXPECT_LT(waited, 8s);
   EXPECT_EQ(get_json(srv.port, "/healthz")["status"], "ok");
+}
+
+// The status and the JSON body of a raw HTTP answer (status 0 when there was none).
+std::pair<int, json> raw_answer(const std::string& answer) {
+  const size_t split = answer.find("\r\n\r\n");
+  if (answer.rfind("HTTP/1.1 ", 0) != 0 || split == std::string::npos) return {0, json()};
+  return {std::atoi(answer.c_str() + 9), json::parse(answer.substr(split + 4), nullptr, false)};
+}
+
+// The "error" of an answer's JSON body ("" when it has none).
+std::string error_of(const json& j) {
+  return j.is_object() ? j.value("error", "") : "";
+}
+
+std::pair<int, json> send_raw(int port, const std::string& request) {
+  RawSocket s(port, 10000);
+  if (!s.ok() || !s.send_all(request)) return {0, json()};
+  return raw_answer(s.read_all());
+}
+
+// Requests httplib refused with a bare {"error":"HTTP error 400"} get their cause; framings
+// that could be read two ways (request smuggling) are refused; a chunked body is read.
+TEST(Serve, MalformedHttpIsAnsweredWithItsCause) {
+  RunningServer srv(f15(), test_options());
+  const std::string post = "POST /v1/generate HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+  const std::string body = R"({"input": "我爱"})";
+  const std::string length = "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  const std::vector<std::tuple<std::string, int, std::string>> cases = {
+      {post + "Content-Length: -5\r\n\r\n" + body, 400, "Content-Length '-5' is not a length"},
+      {post + length + "Content-Length: 7\r\n\r\n" + body, 400,
+       "two different Content-Length headers"},
+      {post + length + "Transfer-Encoding: chunked\r\n\r\n" + body, 400,
+       "both Transfer-Encoding and Content-Length"},
+      {post + "Transfer-Encoding: gzip\r\n\r\n" + body, 501, "Transfer-Encoding 'gzip'"},
+      {post + length + "Content-Encoding: gzip\r\n\r\n" + body, 415,
+       "Content-Encoding 'gzip' is not accepted"},
+      {"POST /v1/generate HTTP/1.1\nHost: x\n" + length + "\n" + body, 400, "bare LF"},
+      {post + "Transfer-Encoding: chunked\r\n\r\nzz\r\n" + body + "\r\n0\r\n\r\n", 400,
+       "size 'zz' is not a hexadecimal number"},
+      {post + "Transfer-Encoding: chunked\r\n\r\n3\r\n" + body + "\r\n0\r\n\r\n", 400,
+       "does not end in CRLF after its 3 bytes"},
+      {post + "X-Big: " + std::string(1 << 20, 'a') + "\r\n\r\n", 431,
+       "the request head is more than 16384 bytes"},
+      {post + "Bad Name: 1\r\n" + length + "\r\n" + body, 400, "is not NAME: VALUE"},
+      {"POST /v1/generate HTTP/2.0\r\n\r\n", 505, "HTTP version 'HTTP/2.0'"},
+  };
+  for (const auto& [request, status, cause] : cases) {
+    const auto [got, j] = send_raw(srv.port, request);
+    EXPECT_EQ(got, status) << request.substr(0, 200) << " → " << j.dump();
+    EXPECT_NE(error_of(j).find(cause), std::string::npos)
+        << request.substr(0, 200) << " → " << j.dump();
+  }
+  // A well-formed chunked body (two chunks) is read as the same request.
+  const std::string chunked = post + "Transfer-Encoding: chunked\r\n\r\n5\r\n" + body.substr(0, 5) +
+                              "\r\n" +
+                              [&] {
+                                char hex[16];
+                                std::snprintf(hex, sizeof hex, "%zx", body.size() - 5);
+                                return std::string(hex);
+                              }() +
+                              "\r\n" + body.substr(5) + "\r\n0\r\n\r\n";
+  const auto [status, answer] = send_raw(srv.port, chunked);
+  ASSERT_EQ(status, 200) << answer.dump();
+  EXPECT_EQ(serve_test::timeless(answer), offline("我爱", GenerateOptions{}));
+}
+
+// A client that half-closes once its request is sent (shutdown(SHUT_WR), as `nc -N` does)
+// still gets its answer, JSON or streamed, and its request counts as completed, not cancelled.
+// Steps are slowed to 40 ms so that the server sees the half-close while it decodes.
+TEST(Serve, HalfClosedClientGetsItsAnswer) {
+  serve::ServerOptions o = test_options();
+  o.before_step = [] { std::this_thread::sleep_for(40ms); };
+  RunningServer srv(f15(), o);
+  for (const bool stream : {false, true}) {
+    RawSocket s(srv.port);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s.send_all(serve_test::post_request(stream ? R"({"input": "我爱", "stream": true})"
+                                                           : R"({"input": "我爱"})")));
+    s.shutdown_write();
+    const std::string answer = s.read_all();
+    const size_t at = answer.find("HTTP/1.1 200");
+    ASSERT_NE(at, std::string::npos) << "stream " << stream << ": " << answer;
+    if (stream) {
+      EXPECT_NE(answer.find("event: done"), std::string::npos) << answer;
+      EXPECT_NE(answer.find(R"("text":"学习！")"), std::string::npos) << answer;
+      EXPECT_NE(answer.find("event: end"), std::string::npos) << answer;
+    } else {
+      const size_t split = answer.find("\r\n\r\n", at);
+      ASSERT_NE(split, std::string::npos) << answer;
+      EXPECT_EQ(serve_test::timeless(json::parse(answer.substr(split + 4))),
+                offline("我爱", GenerateOptions{}));
+    }
+  }
+  const json h = get_json(srv.port, "/healthz");
+  EXPECT_EQ(h["completed"], 2);
+  EXPECT_EQ(h["cancelled"], 0);
+}
+
+// Slowloris: 40 connections from one address each send a header line every 500 ms. The
+// server's 16 connection slots would all be theirs; instead one address holds at most 8 (the
+// others get 503 at once) and each request must arrive within 2 s (408 after). A client at
+// another address polls /healthz meanwhile: every poll is answered within 1.5 s. Bounded: the
+// slow clients give up after 4 s.
+TEST(Serve, SlowClientsCannotLockOutTheOthers) {
+  serve::ServerOptions o = test_options();
+  o.http_threads = 16;
+  o.max_client_connections = 8;
+  o.request_timeout_ms = 2000;
+  RunningServer srv(f15(), o);
+  std::atomic<int> timed_out{0}, refused{0}, other{0};
+  std::vector<std::thread> slow;
+  for (int c = 0; c < 40; ++c)
+    slow.emplace_back([&] {
+      RawSocket s(srv.port, 500);
+      if (!s.ok()) return;
+      std::string got;
+      s.send_all("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+      for (int k = 0; k < 8 && s.send_all("X-Slow: " + std::to_string(k) + "\r\n"); ++k)
+        if (s.read_some(got) == 0 || !got.empty()) break;  // waits 500 ms unless answered
+      while (s.read_some(got) > 0) {
+      }
+      const int status = raw_answer(got).first;
+      ++(status == 408 ? timed_out : status == 503 ? refused : other);
+    });
+  int polls = 0, failed = 0;
+  std::string failures;
+  std::this_thread::sleep_for(300ms);
+  for (; polls < 10; ++polls) {
+    const auto t0 = std::chrono::steady_clock::now();
+    RawSocket p(srv.port, 1500, "127.0.0.2");
+    ASSERT_TRUE(p.ok()) << "cannot connect from 127.0.0.2";
+    p.send_all("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string got = p.read_all();
+    if (raw_answer(got).first != 200 || std::chrono::steady_clock::now() - t0 > 1500ms)
+      ++failed, failures += "poll " + std::to_string(polls) + ": '" + got.substr(0, 80) + "'\n";
+    std::this_thread::sleep_for(250ms);
+  }
+  for (auto& t : slow) t.join();
+  EXPECT_EQ(failed, 0) << failures;
+  EXPECT_GE(refused.load(), 24);   // over the per-client cap
+  EXPECT_GE(timed_out.load(), 8);  // past the request deadline
+  EXPECT_EQ(other.load(), 0);
+}
+
+// A request's head and body must arrive within the request deadline (2 s here), however
+// steadily the bytes trickle in: a header line or a body byte every 300 ms is cut with 408
+// naming --request-timeout-ms. Bounded: the clients give up after 6 s.
+TEST(Serve, RequestDeadlineCutsSlowHeadsAndBodies) {
+  serve::ServerOptions o = test_options();
+  o.request_timeout_ms = 2000;
+  RunningServer srv(f15(), o);
+  const std::vector<std::pair<std::string, std::string>> trickles = {
+      {"POST /v1/generate HTTP/1.1\r\n", "X-Slow: 1\r\n"},
+      {"POST /v1/generate HTTP/1.1\r\nContent-Length: 100\r\n\r\n", " "}};
+  for (const auto& [start, each] : trickles) {
+    RawSocket s(srv.port, 300);
+    ASSERT_TRUE(s.send_all(start));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string got;
+    while (std::chrono::steady_clock::now() - t0 < 6s && s.send_all(each))
+      if (s.read_some(got) == 0 || !got.empty()) break;
+    while (s.read_some(got) > 0) {
+    }
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    const auto [status, j] = raw_answer(got);
+    EXPECT_EQ(status, 408) << start << got;
+    EXPECT_NE(error_of(j).find("--request-timeout-ms"), std::string::npos) << got;
+    EXPECT_GE(waited, 1500ms);
+    EXPECT_LT(waited, 4s);
+  }
 }
 
 // A full queue answers 503 at once; the queued work still completes.
@@ -452,6 +645,7 @@ TEST(Serve, FullQueueAnswers503) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
   EXPECT_TRUE(json::parse(r->body).contains("error"));
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
   first.join();
   EXPECT_EQ(get_json(srv.port, "/healthz")["rejected"], 1);
 }
