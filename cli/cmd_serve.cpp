@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,6 +33,21 @@ struct ServeArgs {
   bool max_batch_given = false;
 };
 
+// What /v1/model shows of --model: its last component (the checkpoint's or the directory's
+// name); the server's own path is none of a client's business.
+std::string model_display_name(const std::string& model) {
+  const std::filesystem::path p = std::filesystem::path(model).lexically_normal();
+  const std::string name =
+      p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
+  return name.empty() ? model : name;
+}
+
+// An IPv6 address goes in brackets in a URL (RFC 3986): http://[::1]:8080/.
+std::string server_url(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/";
+}
+
 int run_serve(ServeArgs& a) {
   serve::ServerOptions o = a.o;
   if (o.scheduler != "continuous" && o.scheduler != "serial")
@@ -44,11 +60,11 @@ int run_serve(ServeArgs& a) {
   if (o.port < 0 || o.port > 65535)
     throw UsageError("--port must be in [0, 65535], got " + std::to_string(o.port));
   const InferenceModel model = load_model(a.model);
-  o.model_name = a.model;
+  o.model_name = model_display_name(a.model);
   serve::Server server(model, o);
   const int port = server.bind();
-  std::printf("serving %s on http://%s:%d/ (Ctrl-C or SIGTERM stops)\n", a.model.c_str(),
-              o.host.c_str(), port);
+  std::printf("serving %s on %s (Ctrl-C or SIGTERM stops)\n", a.model.c_str(),
+              server_url(o.host, port).c_str());
   std::printf("port %d\n", port);
   std::fflush(stdout);
   g_stop = false;

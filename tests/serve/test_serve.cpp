@@ -1003,38 +1003,69 @@ TEST(Serve, CommandChecksSchedulerMaxBatchAndLimits) {
     EXPECT_NE(help.find(f), std::string::npos) << f << " not in --help:\n" << help;
 }
 
-// The binary: --port 0 prints the port; SIGTERM lets the in-flight request finish (drain 5 s),
-// answers it and exits 0.
-TEST(Serve, CommandPrintsItsPortAndStopsOnSigterm) {
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  const std::string model = serve_test::f15_path();
-  std::vector<std::string> args = {SEQTAPE_CLI_PATH, "serve", "--model",    model,
-                                   "--port",         "0",     "--drain-ms", "5000"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+// `seqtape serve --model f15 --port 0 <extra>` as a child process: what it printed up to and
+// including its "port N" line, and the port (0 when it exited first).
+struct SpawnedServe {
   pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, SEQTAPE_CLI_PATH, &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
   std::string printed;
   int port = 0;
-  char c;
-  while (port == 0 && read(out[0], &c, 1) == 1) {
-    printed += c;
-    const size_t at = printed.find("port ");
-    if (c == '\n' && at != std::string::npos && printed.find('\n', at) == printed.size() - 1)
-      port = std::atoi(printed.c_str() + at + 5);
+  explicit SpawnedServe(const std::vector<std::string>& extra) {
+    int out[2];
+    if (pipe(out) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    std::vector<std::string> args = {SEQTAPE_CLI_PATH,       "serve",  "--model",
+                                     serve_test::f15_path(), "--port", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid, SEQTAPE_CLI_PATH, &fa, nullptr, argv.data(), environ) != 0) pid = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    char c;
+    while (pid > 0 && port == 0 && read(out[0], &c, 1) == 1) {
+      printed += c;
+      const size_t at = printed.find("port ");
+      if (c == '\n' && at != std::string::npos && printed.find('\n', at) == printed.size() - 1)
+        port = std::atoi(printed.c_str() + at + 5);
+    }
+    close(out[0]);
   }
-  close(out[0]);
-  ASSERT_GT(port, 0) << printed;
+  // SIGTERM, then waits up to 10 s: the exit status, or -1 (killed) when it did not stop.
+  int stop() {
+    if (pid <= 0) return -1;
+    kill(pid, SIGTERM);
+    int status = 0;
+    pid_t done = 0;
+    for (int i = 0; i < 200 && done == 0; ++i) {
+      done = waitpid(pid, &status, WNOHANG);
+      if (done == 0) std::this_thread::sleep_for(50ms);
+    }
+    if (done == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      status = -1;
+    }
+    pid = -1;
+    return status;
+  }
+  ~SpawnedServe() { stop(); }
+};
+
+// The binary: --port 0 prints the port; SIGTERM lets the in-flight request finish (drain 5 s),
+// answers it and exits 0. /v1/model names the model file, not the server's path to it.
+TEST(Serve, CommandPrintsItsPortAndStopsOnSigterm) {
+  SpawnedServe child({"--drain-ms", "5000"});
+  const int port = child.port;
+  ASSERT_GT(port, 0) << child.printed;
+  EXPECT_NE(child.printed.find("http://127.0.0.1:" + std::to_string(port) + "/"), std::string::npos)
+      << child.printed;
   EXPECT_EQ(get_json(port, "/healthz")["status"], "ok");
+  EXPECT_EQ(get_json(port, "/v1/model")["model"], "checkpoint.bin");
   json answer;
   std::thread client([&] {
     httplib::Client cli("127.0.0.1", port);
@@ -1042,21 +1073,20 @@ TEST(Serve, CommandPrintsItsPortAndStopsOnSigterm) {
     if (r && r->status == 200) answer = json::parse(r->body);
   });
   client.join();
-  ASSERT_EQ(kill(pid, SIGTERM), 0);
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 200 && done == 0; ++i) {  // 10 s at most
-    done = waitpid(pid, &status, WNOHANG);
-    if (done == 0) std::this_thread::sleep_for(50ms);
-  }
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    FAIL() << "seqtape serve did not stop within 10 s of SIGTERM";
-  }
+  const int status = child.stop();
+  ASSERT_NE(status, -1) << "seqtape serve did not stop within 10 s of SIGTERM";
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(answer.value("text", ""), "学习！");
+}
+
+// An IPv6 host is printed in brackets, as a URL needs it.
+TEST(Serve, CommandPrintsAnIpv6HostInBrackets) {
+  SpawnedServe child({"--host", "::1"});
+  if (child.port == 0) GTEST_SKIP() << "no IPv6 loopback here: " << child.printed;
+  EXPECT_NE(child.printed.find("http://[::1]:" + std::to_string(child.port) + "/"),
+            std::string::npos)
+      << child.printed;
 }
 
 // The playground page in headless Chromium (tests/serve/playground_test.mjs), against a server
