@@ -234,6 +234,9 @@ struct Server::Impl {
     http.set_keep_alive_max_count(kKeepAliveRequests);
     http.set_keep_alive_timeout(std::max(1, opt.read_timeout_ms / 1000));
     http.set_payload_max_length(opt.limits.max_body_bytes);
+    // The accepted sockets' SO_RCVTIMEO / SO_SNDTIMEO: a send() to a reader that stalls.
+    http.set_read_timeout(opt.read_timeout_ms / 1000, (opt.read_timeout_ms % 1000) * 1000);
+    http.set_write_timeout(opt.write_timeout_ms / 1000, (opt.write_timeout_ms % 1000) * 1000);
     // Keep the listening socket: bind() deepens its accept backlog (httplib listens with 5,
     // which drops bursts of connections).
     http.set_socket_options([this](int sock) {
@@ -241,19 +244,8 @@ struct Server::Impl {
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
       listen_fd = sock;
     });
-    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;  // a handler's own error
-      if (res.status == 404 && allowed_methods(req.path)) {
-        send_error(res, 405, "",
-                   req.method + " is not allowed on " + req.path +
-                       " (allowed: " + allowed_methods(req.path) + ")");
-        res.set_header("Allow", allowed_methods(req.path));
-      } else if (res.status == 404)
-        send_error(res, 404, "",
-                   "no such endpoint (POST /v1/generate, GET /healthz, GET /v1/model, GET /)");
-      else
-        send_error(res, res.status, "", "HTTP error " + std::to_string(res.status));
-    });
+    http.set_error_handler(
+        [this](const httplib::Request& req, httplib::Response& res) { on_error(req, res); });
     http.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
           std::string what = "internal error";
@@ -302,6 +294,26 @@ struct Server::Impl {
     });
     http.Post("/v1/generate",
               [this](const httplib::Request& req, httplib::Response& res) { generate(req, res); });
+  }
+
+  // httplib's own errors (a handler's carry their body already), each with its cause.
+  void on_error(const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404 && allowed_methods(req.path)) {
+      send_error(res, 405, "",
+                 req.method + " is not allowed on " + req.path +
+                     " (allowed: " + allowed_methods(req.path) + ")");
+      res.set_header("Allow", allowed_methods(req.path));
+    } else if (res.status == 404) {
+      send_error(res, 404, "",
+                 "no such endpoint (POST /v1/generate, GET /healthz, GET /v1/model, GET /)");
+    } else if (res.status == 414) {
+      send_error(res, 414, "",
+                 "the request line is longer than " +
+                     std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) + " bytes");
+    } else {
+      send_error(res, res.status, "", "HTTP error " + std::to_string(res.status));
+    }
   }
 
   // A connection, from its accept to its close: at most max_client_connections open per client

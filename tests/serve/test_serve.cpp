@@ -498,6 +498,8 @@ TEST(Serve, MalformedHttpIsAnsweredWithItsCause) {
        "the request head is more than 16384 bytes"},
       {post + "Bad Name: 1\r\n" + length + "\r\n" + body, 400, "is not NAME: VALUE"},
       {"POST /v1/generate HTTP/2.0\r\n\r\n", 505, "HTTP version 'HTTP/2.0'"},
+      {"GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nConnection: close\r\n\r\n", 414,
+       "the request line is longer than 8192 bytes"},
   };
   for (const auto& [request, status, cause] : cases) {
     const auto [got, j] = send_raw(srv.port, request);
