@@ -5,7 +5,7 @@
 # input), an allocation over 256 MB or an RSS over 2 GB.
 #
 #   FUZZ_SECONDS=30       seconds per target (default 30)
-#   FUZZ_TARGETS="..."    subset of: checkpoint safetensors vocab subword tsv config cli
+#   FUZZ_TARGETS="..."    subset of: checkpoint safetensors vocab subword tsv config cli request
 #
 # New corpus entries go to a temporary directory (the committed seeds stay as they are); a
 # finding is saved as build-fuzz/findings/<target>-crash-* and, once understood, belongs in
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-30}
-targets=${FUZZ_TARGETS:-"checkpoint safetensors vocab subword tsv config cli"}
+targets=${FUZZ_TARGETS:-"checkpoint safetensors vocab subword tsv config cli request"}
 
 SEQTAPE_WITH_EXTRAS=1 ./scripts/setup.sh  # clang and libclang-rt-14-dev (libFuzzer)
 
@@ -41,6 +41,7 @@ for t in $targets; do
     subword) max_len=16384 dict= ;;
     # Whole commands in-process: their own output is closed (-close_fd_mask=3).
     cli) max_len=512 dict=fuzz/dict/cli.dict ;;
+    request) max_len=4096 dict=fuzz/dict/http.dict ;;
     *) echo "fuzz: unknown target '$t'" >&2; exit 2 ;;
   esac
   mkdir -p "$work/$t"
