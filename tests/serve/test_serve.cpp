@@ -992,7 +992,11 @@ TEST(Serve, CommandChecksSchedulerMaxBatchAndLimits) {
       {"--beam-limit 5000", "--beam-limit: must be an integer in [1, 4096], got 5000"},
       {"--max-new-limit 0", "--max-new-limit: must be an integer in [1, 1048576], got 0"},
       {"--drain-ms -1", "--drain-ms: must be an integer in [0, 86400000], got -1"},
-      {"--read-timeout-ms 0", "--read-timeout-ms: must be an integer in [1, 86400000], got 0"}};
+      {"--read-timeout-ms 0", "--read-timeout-ms: must be an integer in [1, 86400000], got 0"},
+      {"--request-timeout-ms 0",
+       "--request-timeout-ms: must be an integer in [1, 86400000], got 0"},
+      {"--max-client-connections 0",
+       "--max-client-connections: must be an integer in [1, 1024], got 0"}};
   for (const auto& [flags, message] : bad) {
     const auto [code, out] = run(flags);
     EXPECT_EQ(code, 2) << flags << ": " << out;
