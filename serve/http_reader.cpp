@@ -238,7 +238,11 @@ bool RequestReader::wait_next(std::chrono::milliseconds idle) {
   if (poll(&p, 1, int(idle.count())) <= 0) return false;
   char tmp[16384];
   const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
-  if (n <= 0) return false;
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return false;
+  if (n <= 0) {
+    closed_ = true;
+    return false;
+  }
   buf_.append(tmp, size_t(n));
   return true;
 }

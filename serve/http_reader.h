@@ -70,8 +70,9 @@ class RequestReader {
  public:
   RequestReader(int fd, HttpReadLimits limits) : fd_(fd), limits_(limits) {}
   // Waits up to `idle` for the next request's first byte; false when none came or the client
-  // closed.
+  // closed (then closed() is true).
   bool wait_next(std::chrono::milliseconds idle);
+  bool closed() const { return closed_; }
   // The next request in full (canonical_request()), within the request deadline from now.
   // HttpError when it cannot be read.
   std::string read_request();
@@ -81,6 +82,7 @@ class RequestReader {
   int fd_;
   HttpReadLimits limits_;
   std::string buf_;
+  bool closed_ = false;
 };
 
 // "HTTP/1.1 <status> <reason>" with a JSON body {"error", "field"}, Connection: close, and

@@ -350,7 +350,9 @@ struct Server::Impl {
     for (size_t count = kKeepAliveRequests; count > 0; --count) {
       // Waits for the next request in slices, so that stop() is not held up by idle clients.
       bool next = false;
-      for (int waited = 0; !next && waited < opt.read_timeout_ms && http.listening(); waited += 100)
+      for (int waited = 0;
+           !next && !reader.closed() && waited < opt.read_timeout_ms && http.listening();
+           waited += 100)
         next = reader.wait_next(std::chrono::milliseconds(std::min(100, opt.read_timeout_ms)));
       if (!next) break;
       std::string request;
