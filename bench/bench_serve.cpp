@@ -4,7 +4,8 @@
 // (min_new = max_new = 32) from a 31-token source; every client sends its requests back to back.
 // Reports requests/s and p50 / p99 latency for the serial scheduler (one request at a time) and
 // the continuous one (every request's row stepped in one model call, --max-batch 32), run back
-// to back at each client count, and the continuous/serial ratios of the same run.
+// to back at each client count, and the continuous/serial ratios of the same run. Last, a
+// greedy request's latency beside a debug request (no_cache, beam 8) against its latency alone.
 //
 //   build/bench/bench_serve [requests per client at 1 client, default 40]
 //
@@ -84,6 +85,41 @@ Figures measure(int port, const std::string& body, int clients, int per_client) 
   return f;
 }
 
+// One POST on a fresh connection: its wall time in ms, or -1 when it failed.
+double post_ms(int port, const std::string& body) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(600, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = cli.Post("/v1/generate", body, "application/json");
+  if (!res || res->status != 200) return -1;
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A 5-token greedy request alone, then sent while a debug request (no_cache, beam 8, 128
+// tokens: every step recomputes the whole prefix of 8 hypotheses) decodes on the same
+// continuous server. The debug one is decoded off the shared loop, so the greedy one should
+// take about as long as alone, not as long as the debug one.
+void debug_beside_greedy(int port, const std::string& source) {
+  const std::string greedy =
+      nlohmann::json{{"input", source}, {"min_new", 5}, {"max_new", 5}}.dump();
+  const std::string debug = nlohmann::json{
+      {"input", source},
+      {"no_cache", true},
+      {"beam", 8},
+      {"min_new", 128},
+      {"max_new", 128}}.dump();
+  const double alone = post_ms(port, greedy);
+  double debug_ms = 0;
+  std::thread d([&] { debug_ms = post_ms(port, debug); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double beside = post_ms(port, greedy);
+  d.join();
+  std::printf(
+      "\ncontinuous: a 5-token greedy request alone %.1f ms; sent 200 ms into a debug request "
+      "(no_cache, beam 8, 128 tokens) %.1f ms (%.2fx alone); the debug request %.1f ms\n",
+      alone, beside, beside / alone, debug_ms);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,6 +185,7 @@ int main(int argc, char** argv) {
   for (const Row& r : rows)
     std::printf("%8d %11.2fx %11.2fx %11.2fx\n", r.clients, r.continuous.rps / r.serial.rps,
                 r.continuous.p50 / r.serial.p50, r.continuous.p99 / r.serial.p99);
+  debug_beside_greedy(ports[1], source);
   for (auto& s : servers) s->stop(std::chrono::milliseconds(0));
   for (auto& t : threads) t.join();
   return 0;
