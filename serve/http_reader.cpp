@@ -247,35 +247,39 @@ bool RequestReader::wait_next(std::chrono::milliseconds idle) {
   return true;
 }
 
+// Reads what has arrived, waiting in slices so that a stopping server is not held up.
 void RequestReader::fill(std::chrono::steady_clock::time_point deadline, bool in_body) {
-  const auto timed_out = [&] {
-    return HttpError(408, "",
-                     "the request was not read in full within " +
-                         std::to_string(limits_.request_timeout_ms) +
-                         " ms (--request-timeout-ms: head and body must arrive in "
-                         "that time)");
-  };
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  if (left.count() <= 0) throw timed_out();
-  pollfd p{fd_, POLLIN, 0};
-  const int r = poll(&p, 1, int(std::min<int64_t>(limits_.read_timeout_ms, left.count() + 1)));
-  if (r < 0 && errno == EINTR) return;
-  if (r == 0) {
-    if (std::chrono::steady_clock::now() >= deadline) throw timed_out();
-    throw HttpError(408, "",
-                    "no byte of the request came for " + std::to_string(limits_.read_timeout_ms) +
-                        " ms (--read-timeout-ms)");
+  using std::chrono::milliseconds;
+  const auto idle_until = std::chrono::steady_clock::now() + milliseconds(limits_.read_timeout_ms);
+  for (;;) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline)
+      throw HttpError(408, "",
+                      "the request was not read in full within " +
+                          std::to_string(limits_.request_timeout_ms) +
+                          " ms (--request-timeout-ms: head and body must arrive in that time)");
+    if (now >= idle_until)
+      throw HttpError(408, "",
+                      "no byte of the request came for " + std::to_string(limits_.read_timeout_ms) +
+                          " ms (--read-timeout-ms)");
+    if (stopping_ && stopping_()) throw HttpError(503, "", "the server is shutting down");
+    const auto left =
+        std::chrono::duration_cast<milliseconds>(std::min(deadline, idle_until) - now);
+    pollfd p{fd_, POLLIN, 0};
+    const int r = poll(&p, 1, int(std::min<int64_t>(100, left.count() + 1)));
+    if (r < 0 && errno != EINTR) throw HttpError(0, "", "the connection broke");
+    if (r <= 0) continue;
+    char tmp[65536];
+    const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) throw HttpError(0, "", "the connection broke");
+    if (n == 0)
+      throw HttpError(400, "",
+                      std::string("the connection was closed before the request's ") +
+                          (in_body ? "body" : "head") + " was complete");
+    buf_.append(tmp, size_t(n));
+    return;
   }
-  char tmp[65536];
-  const ssize_t n = r < 0 ? -1 : ::recv(fd_, tmp, sizeof tmp, 0);
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n < 0) throw HttpError(0, "", "the connection broke");
-  if (n == 0)
-    throw HttpError(400, "",
-                    std::string("the connection was closed before the request's ") +
-                        (in_body ? "body" : "head") + " was complete");
-  buf_.append(tmp, size_t(n));
 }
 
 std::string RequestReader::read_request() {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -68,7 +69,9 @@ std::string canonical_request(const RequestHead& head, const std::string& body);
 // (a pipelined next one) are kept for the next.
 class RequestReader {
  public:
-  RequestReader(int fd, HttpReadLimits limits) : fd_(fd), limits_(limits) {}
+  // `stopping` (optional): the server stops, a request still arriving is refused with 503.
+  RequestReader(int fd, HttpReadLimits limits, std::function<bool()> stopping = {})
+      : fd_(fd), limits_(limits), stopping_(std::move(stopping)) {}
   // Waits up to `idle` for the next request's first byte; false when none came or the client
   // closed (then closed() is true).
   bool wait_next(std::chrono::milliseconds idle);
@@ -81,6 +84,7 @@ class RequestReader {
   void fill(std::chrono::steady_clock::time_point deadline, bool in_body);
   int fd_;
   HttpReadLimits limits_;
+  std::function<bool()> stopping_;
   std::string buf_;
   bool closed_ = false;
 };

@@ -346,7 +346,7 @@ struct Server::Impl {
 
   void serve_requests(int sock, const HttpReadLimits& limits) {
     tl_client_fd = sock;
-    RequestReader reader(sock, limits);
+    RequestReader reader(sock, limits, [this] { return stopping.load(); });
     for (size_t count = kKeepAliveRequests; count > 0; --count) {
       // Waits for the next request in slices, so that stop() is not held up by idle clients.
       bool next = false;
@@ -359,7 +359,8 @@ struct Server::Impl {
       try {
         request = reader.read_request();
       } catch (const HttpError& e) {
-        if (e.status != 0) send_all(sock, error_response(e.status, e.field, e.what()));
+        if (e.status != 0)
+          send_all(sock, error_response(e.status, e.field, e.what(), e.status == 503));
         lingering_close(sock);
         tl_client_fd = -1;
         return;

@@ -627,6 +627,30 @@ TEST(Serve, RequestDeadlineCutsSlowHeadsAndBodies) {
   }
 }
 
+// stop() does not wait for a client still sending its request (a header line every 500 ms):
+// the read gives up with 503 (and Retry-After), and stop() returns within a second and a half.
+// Bounded: the client gives up after 4 s.
+TEST(Serve, StopDoesNotWaitForAClientStillSendingItsRequest) {
+  RunningServer srv(f15(), test_options());
+  std::string got;
+  std::thread slow([&] {
+    RawSocket s(srv.port, 500);
+    s.send_all("POST /v1/generate HTTP/1.1\r\n");
+    for (int k = 0; k < 8 && s.send_all("X-Slow: 1\r\n"); ++k)
+      if (s.read_some(got) == 0 || !got.empty()) break;
+    while (s.read_some(got) > 0) {
+    }
+  });
+  std::this_thread::sleep_for(700ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  srv.stop();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  slow.join();
+  EXPECT_LT(took, 1500ms);
+  EXPECT_EQ(raw_answer(got).first, 503) << got;
+  EXPECT_NE(got.find("Retry-After: 1"), std::string::npos) << got;
+}
+
 // A full queue answers 503 at once; the queued work still completes.
 TEST(Serve, FullQueueAnswers503) {
   serve::ServerOptions o = test_options();
