@@ -156,7 +156,10 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
                  "validation sources greedily decoded for the metrics (exact match, chrF, BLEU, "
                  "TER, WER, PER, CER, SER)")
       ->capture_default_str();
-  sub.add_flag("--resume", a.o.resume, "continue from <out>/checkpoint.bin (same data and flags)");
+  sub.add_flag("--resume", a.o.resume,
+               "continue from <out>/checkpoint.bin: the data, model, batches and optimizer must be "
+               "the run's own (a difference is named); --steps, --epochs, --time-limit and how to "
+               "log, evaluate, save and compute may change");
   sub.add_flag("--overwrite", a.o.overwrite, "replace the run already in --out");
   sub.add_option("--time-limit", a.time_limit,
                  "stop training after this wall-clock time (90s, 20m, 1.5h), then save and "

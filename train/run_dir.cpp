@@ -12,7 +12,6 @@
 #include <fstream>
 
 #include "autograd/tensor.h"
-#include "train/trainer.h"
 
 namespace seqtape {
 
@@ -79,58 +78,6 @@ std::string file_fingerprint(const std::string& path) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return hex;
-}
-
-nlohmann::json run_record(const TrainOptions& opt, const std::string& model_json,
-                          const std::string& vocab_fingerprint) {
-  nlohmann::json r;
-  r["model"] = nlohmann::json::parse(model_json);
-  r["vocabulary"] = vocab_fingerprint;
-  r["optimizer"] = {{"kind", optimizer_name(opt.optim.kind)},
-                    {"weight_decay", opt.optim.weight_decay},
-                    {"lr", opt.schedule.lr},
-                    {"warmup", opt.schedule.warmup},
-                    {"clip", opt.clip},
-                    {"label_smoothing", opt.label_smoothing},
-                    {"batch", opt.batch}};
-  r["data"] = {{"data", file_fingerprint(opt.data)},
-               {"valid", opt.valid_data.empty() ? "" : file_fingerprint(opt.valid_data)},
-               {"seed", opt.seed},
-               {"valid_fraction", opt.valid_fraction},
-               {"valid_max", opt.valid_max}};
-  return r;
-}
-
-namespace {
-
-void diff(const nlohmann::json& was, const nlohmann::json& now, const std::string& path,
-          std::vector<std::string>& out) {
-  if (was.is_object() && now.is_object()) {
-    for (const auto& [k, v] : was.items())
-      diff(v, now.contains(k) ? now.at(k) : nlohmann::json(), path.empty() ? k : path + "." + k,
-           out);
-    for (const auto& [k, v] : now.items())
-      if (!was.contains(k)) diff(nlohmann::json(), v, path.empty() ? k : path + "." + k, out);
-    return;
-  }
-  if (was != now) out.push_back(path + " was " + was.dump() + ", now " + now.dump());
-}
-
-}  // namespace
-
-void check_resume(const nlohmann::json& stored, const nlohmann::json& now,
-                  const std::string& ckpt_path) {
-  if (!stored.is_object() || !stored.contains("run")) return;  // written before records existed
-  std::vector<std::string> d;
-  diff(stored.at("run"), now, "", d);
-  if (d.empty()) return;
-  std::string msg = "--resume with different options or data than the run was started with (" +
-                    std::to_string(d.size()) + " difference" + (d.size() > 1 ? "s" : "") + "): ";
-  for (size_t i = 0; i < d.size(); ++i) msg += (i ? "; " : "") + d[i];
-  msg +=
-      ". Only --steps, --epochs and --time-limit may change on resume; give the run's "
-      "original options, or start a new run with another --out";
-  fail(ckpt_path, msg);
 }
 
 }  // namespace seqtape

@@ -24,6 +24,7 @@
 #include "train/flat_params.h"
 #include "train/model_io.h"
 #include "train/run_dir.h"
+#include "train/run_options.h"
 #include "train/signals.h"
 #include "train/subword.h"
 #include "train/text_codec.h"
@@ -60,7 +61,8 @@ struct Run {
   bool until_time_limit = false;  // no --steps or --epochs: total_steps is kMaxSteps
   int64_t last_saved = -1;
   std::string data_report;  // the data summary and what --too-long did, for the log
-  nlohmann::json record;    // run_record(): options and data fingerprints, kept in checkpoints
+  nlohmann::json options;   // option_values(): every compared option (train/run_options.h)
+  nlohmann::json record;    // run_record(options): the options a resume keeps, in checkpoints
   // The best evaluation so far by --best-metric, and evaluations since it improved.
   double best_value = 0;
   int64_t best_step = -1, bad_evals = 0;
@@ -168,7 +170,8 @@ void record_run(const TrainOptions& opt, const std::vector<TextPair>& pairs, Run
   now_cfg.vocab_size = static_cast<int64_t>(now_vocab.size());
   std::string tokens;
   for (const std::string& t : now_vocab.tokens()) tokens += t + "\n";
-  run.record = run_record(opt, now_cfg.to_json().dump(), text_fingerprint(tokens));
+  run.options = option_values(opt, now_cfg.to_json(), text_fingerprint(tokens));
+  run.record = run_record(run.options);
 }
 
 // --valid, or a seeded hold-out of --data; with too little data, validation on the training set.
@@ -257,7 +260,7 @@ void check_resumed_record(Run& run) {
   } catch (const nlohmann::json::exception& e) {
     fail(run.ckpt_path, std::string("invalid run record: ") + e.what());
   }
-  check_resume(stored, run.record, run.ckpt_path);
+  check_resume(stored, run.options, run.ckpt_path);
   if (stored.contains("best")) {
     const auto& b = stored.at("best");
     run.best_value = b.value("value", 0.0);
@@ -290,9 +293,10 @@ void resume(Run& run, std::ostream& log) {
   try {
     run.loader->set_state(loader_state_from(c.loader_state_json, run.ckpt_path));
   } catch (const Error& e) {
-    fail(run.ckpt_path, std::string("cannot resume on this data (resume needs the same --data, "
-                                    "--valid and --seed as the run that wrote it): ") +
-                            e.what());
+    fail(run.ckpt_path,
+         std::string("cannot resume on this data (resume needs the same --data, --valid, --seed, "
+                     "--too-long, --batch and --batch-tokens as the run that wrote it): ") +
+             e.what());
   }
   run.step = run.last_saved = c.step;
   if (run.step >= run.total_steps)

@@ -220,6 +220,30 @@ std::vector<std::string> resume_from(const std::string& ck) {
   return {"train",      "--data", "data/train.tsv", "--out",   "ck_" + ck, "--steps", "4",
           "--eval-max", "1",      "--no-progress",  "--resume"};
 }
+// Resumes ck_good with its own options (those of seed_training), changed by `change`.
+std::vector<std::string> resume_good_with(const std::vector<std::string>& change) {
+  std::vector<std::string> a = {"train",
+                                "--data",
+                                "data/train.tsv",
+                                "--valid",
+                                "data/valid.tsv",
+                                "--vocab",
+                                "data/vocab.txt",
+                                "--preset",
+                                "seed",
+                                "--batch",
+                                "8",
+                                "--out",
+                                "ck_good",
+                                "--steps",
+                                "4",
+                                "--eval-max",
+                                "1",
+                                "--no-progress",
+                                "--resume"};
+  a.insert(a.end(), change.begin(), change.end());
+  return a;
+}
 std::vector<std::string> export_from(const std::string& ck) {
   return {"export", "--model", "ck_" + ck + "/checkpoint.bin", "--out", "exported"};
 }
@@ -652,13 +676,34 @@ const std::vector<Row>& rows() {
        {"train", "--data", "bad/unknown_char.tsv", "--out", "ck_good", "--steps", "4", "--eval-max",
         "1", "--no-progress", "--resume"},
        kData,
-       {"different options or data", "data.data was"}},
+       {"different options or data", "--data was"}},
       {"resume_other_batch",
        "--resume with another batch size, model and vocabulary than the run's",
        {"train", "--data", "data/train.tsv", "--out", "ck_good", "--steps", "4", "--eval-max", "1",
         "--no-progress", "--resume", "--batch", "16"},
        kData,
-       {"ck_good/checkpoint.bin", "optimizer.batch was 8, now 16", "model.d_model", "data.valid"}},
+       {"ck_good/checkpoint.bin", "--batch was 8, now 16",
+        "--d-model (model d_model) was 4, now 64", "--valid was"}},
+      {"resume_other_batch_tokens",
+       "--resume switching from --batch to --batch-tokens",
+       resume_good_with({"--batch-tokens", "64"}),
+       kData,
+       {"ck_good/checkpoint.bin", "(1 difference): --batch-tokens was 0, now 64"}},
+      {"resume_other_accum",
+       "--resume with another --accum",
+       resume_good_with({"--accum", "2"}),
+       kData,
+       {"(1 difference): --accum was 1, now 2"}},
+      {"resume_other_too_long",
+       "--resume with another --too-long",
+       resume_good_with({"--too-long", "skip"}),
+       kData,
+       {"(1 difference): --too-long was \"error\", now \"skip\""}},
+      {"resume_other_optimizer",
+       "--resume with another --optimizer and --clip",
+       resume_good_with({"--optimizer", "sgd", "--clip", "0.5"}),
+       kData,
+       {"(2 differences)", "--optimizer was \"adam\", now \"sgd\"", "--clip was 1.0, now 0.5"}},
       {"train_out_holds_a_run",
        "--out already holds a run (no --resume or --overwrite)",
        train_with({"--out", "ck_good"}),

@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <new>
+#include <set>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "infer/load.h"
 #include "infer/search.h"
 #include "nn/memory_budget.h"
+#include "train/run_options.h"
 
 namespace seqtape::cli {
 namespace {
@@ -102,6 +105,35 @@ TEST(CliBoundary, GenerateChecksTheMemoryOfEveryRowDecodedAtOnce) {
   const std::string e = err.buf.str();
   for (const char* w : {"4 rows (inputs x beam)", "4 sampled draw(s)", "test limit"})
     EXPECT_NE(e.find(w), std::string::npos) << w << " in:\n" << e;
+}
+
+// Every flag of `seqtape train` has its row in train/run_options.h's table (whether a resume may
+// change it, whether the data-parallel ranks must agree on it), or is a model flag (one of the
+// model row's), so that a new flag cannot slip past both comparisons undecided.
+TEST(TrainOptionTable, EveryTrainFlagHasARow) {
+  CLI::App app;
+  Runner run;
+  register_train(app, run);
+  std::set<std::string> decided = {"--help"};
+  for (const TrainOption& row : train_options())
+    for (std::string_view f = row.flags; !f.empty();) {
+      const size_t slash = f.find('/');
+      decided.emplace(f.substr(0, slash));
+      f = slash == std::string_view::npos ? std::string_view() : f.substr(slash + 1);
+    }
+  for (const ConfigField& f : config_fields())
+    if (*f.flag != '\0') decided.emplace(f.flag);
+  int flags = 0;
+  std::function<void(const CLI::App&)> visit = [&](const CLI::App& a) {
+    for (const CLI::Option* o : a.get_options())
+      for (const std::string& name : o->get_lnames()) {
+        ++flags;
+        EXPECT_TRUE(decided.count("--" + name)) << "--" << name << " has no row in train_options()";
+      }
+    for (const CLI::App* g : a.get_subcommands({})) visit(*g);
+  };
+  visit(*app.get_subcommand("train"));
+  EXPECT_GT(flags, 40);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <sstream>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "train/envelope.h"
 #include "train/metrics.h"
 #include "train/run_dir.h"
+#include "train/run_options.h"
 #include "train/trainer.h"
 #include "train/training_log.h"
 
@@ -112,10 +114,10 @@ TEST(RunDir, ResumeWithChangedOptionsOrDataNamesEachDifference) {
   const std::string msg = error_of([&] { r.run(changed); });
   EXPECT_HAS(msg, "checkpoint.bin");
   EXPECT_HAS(msg, "4 differences");
-  EXPECT_HAS(msg, "optimizer.batch was 8, now 4");
-  EXPECT_HAS(msg, "optimizer.lr");
-  EXPECT_HAS(msg, "model.d_ff was 32, now 64");
-  EXPECT_HAS(msg, "data.valid was");
+  EXPECT_HAS(msg, "--batch was 8, now 4");
+  EXPECT_HAS(msg, "--lr was 0.003, now 0.001");
+  EXPECT_HAS(msg, "--ffn (model d_ff) was 32, now 64");
+  EXPECT_HAS(msg, "--valid was");
   EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, 4);
 }
 
@@ -126,8 +128,100 @@ TEST(RunDir, ResumeWithAnotherVocabularyIsRefused) {
   TrainOptions again = r.o;
   again.resume = true;
   const std::string msg = error_of([&] { r.run(again); });
-  EXPECT_HAS(msg, "vocabulary was");
-  EXPECT_HAS(msg, "model.vocab_size");
+  EXPECT_HAS(msg, "--vocab was");
+  EXPECT_HAS(msg, "model vocab_size (in --config) was");
+}
+
+// Each option a resume keeps, changed alone: refused before anything is written, naming the
+// option and both values (the batch mode and accumulation were accepted silently, and a switch
+// from --batch to --batch-tokens blamed "--data, --valid and --seed").
+TEST(RunDir, ResumeRefusesEachKeptOptionNamingItAndBothValues) {
+  CopyRun r("kept");
+  r.run(r.o);
+  const std::string metrics = test_util::read_bytes((r.out / "metrics.csv").string());
+  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> changes = {
+      {[](TrainOptions& o) { o.batch_tokens = 64; }, "--batch-tokens was 0, now 64"},
+      {[](TrainOptions& o) { o.accum = 2; }, "--accum was 1, now 2"},
+      {[](TrainOptions& o) { o.too_long = TooLong::kSkip; },
+       "--too-long was \"error\", now \"skip\""},
+      {[](TrainOptions& o) { o.optim.kind = OptimizerKind::AdamW; },
+       "--optimizer was \"adam\", now \"adamw\""},
+      {[](TrainOptions& o) { o.optim.weight_decay = 0.01; }, "--weight-decay was 0.0, now 0.01"},
+      {[](TrainOptions& o) { o.optim.beta2 = 0.999; }, "beta2 was 0.98, now 0.999"},
+      {[](TrainOptions& o) { o.schedule.warmup = 10; }, "--warmup was 0, now 10"},
+      {[](TrainOptions& o) { o.clip = 0.5; }, "--clip was 1.0, now 0.5"},
+      {[](TrainOptions& o) { o.label_smoothing = 0.1; }, "--label-smoothing was 0.0, now 0.1"},
+      {[](TrainOptions& o) { o.seed = 8; }, "--seed was 7, now 8"},
+      {[](TrainOptions& o) { o.model.dropout = 0.2; },
+       "--dropout (model dropout) was 0.0, now 0.2"},
+  };
+  for (const auto& [change, named] : changes) {
+    TrainOptions o = r.o;
+    o.resume = true;
+    o.steps = 6;
+    change(o);
+    const std::string msg = error_of([&] { r.run(o); });
+    EXPECT_HAS(msg, "(1 difference): " + named);
+    EXPECT_EQ(msg.find("--data, --valid and --seed"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, 4);
+  EXPECT_EQ(test_util::read_bytes((r.out / "metrics.csv").string()), metrics);
+}
+
+// What may change on resume: the length of the run, how often to log, evaluate and save, and
+// how to compute.
+TEST(RunDir, ResumeAcceptsTheOptionsItMayChange) {
+  CopyRun r("free");
+  r.run(r.o);
+  TrainOptions o = r.o;
+  o.resume = true;
+  o.steps = 6;
+  o.log_every = 1;
+  o.eval_every = 5;
+  o.save_every = 1;
+  o.keep_last = 1;
+  o.threads = 1;
+  o.eval_max = 1;  // no --best-metric: the evaluation's size does not matter to the run
+  EXPECT_EQ(r.run(o).first_step, 5);
+  EXPECT_TRUE(fs::exists(r.out / "checkpoint-6.bin"));
+}
+
+// Every row of the table answers both questions, and the record keeps exactly the kept rows.
+TEST(RunDir, TheRecordHoldsTheKeptOptionsAndTheRanksCompareTheAgreedOnes) {
+  CopyRun r("table");
+  const nlohmann::json values = option_values(r.o, r.o.model.to_json(), "v");
+  const nlohmann::json record = run_record(values);
+  EXPECT_EQ(record.at("optimizer").at("batch_tokens"), 0);
+  EXPECT_EQ(record.at("data").at("too_long"), "error");
+  EXPECT_FALSE(record.dump().find("steps") != std::string::npos);  // may change on resume
+  const nlohmann::json ranks = rank_record(values);
+  EXPECT_EQ(ranks.at("--steps"), 4);
+  EXPECT_EQ(ranks.at("--time-limit"), 0.0);
+  EXPECT_FALSE(ranks.contains("--threads"));
+  TrainOptions other = r.o;
+  other.steps = 5;
+  other.bucket_bytes = 1 << 20;
+  EXPECT_EQ(rank_differences(ranks, option_values(other, r.o.model.to_json(), "v")),
+            "--steps 5 (rank 0: 4), --bucket-mb 1.0 (rank 0: 4.0)");
+  EXPECT_EQ(rank_differences(ranks, values), "");
+  EXPECT_HAS(per_process_flags(), "--threads");
+}
+
+// A checkpoint whose record predates an option (here: no batch_tokens, accum, too_long) still
+// resumes: what it did not record is not compared.
+TEST(RunDir, ARecordWithoutAnOptionDoesNotCompareIt) {
+  CopyRun r("old_record");
+  r.run(r.o);
+  Checkpoint c = load_checkpoint((r.out / "checkpoint.bin").string());
+  nlohmann::json m = nlohmann::json::parse(c.metrics_json);
+  for (const char* k : {"batch_tokens", "accum"}) m["run"]["optimizer"].erase(k);
+  m["run"]["data"].erase("too_long");
+  c.metrics_json = m.dump();
+  save_checkpoint((r.out / "checkpoint.bin").string(), c);
+  TrainOptions o = r.o;
+  o.resume = true;
+  o.steps = 5;
+  EXPECT_EQ(r.run(o).first_step, 5);
 }
 
 TEST(BestCheckpoint, BestBinAndTheLastNStepCheckpoints) {
