@@ -350,18 +350,31 @@ std::string ranks_differing(const std::vector<uint64_t>& all) {
   return out + buf;
 }
 
-// Before the first step: every rank must have the same options and data (the run record holds
-// their fingerprints) and the same parameters.
+// Before the first step: every rank must have been started with the options rank 0 was (the
+// agreed rows of train/run_options.h, data files by content) and hold the same parameters. Rank
+// 0 sends its options; each rank that differs sends rank 0 and the others what differs, so that
+// every rank stops with the same message naming each option and both values.
 void check_ranks_agree(Run& run) {
-  const std::string rec = run.record.dump();
-  const std::string diff = ranks_differing(
-      run.comm->allgather(XXH3_64bits(rec.data(), rec.size()), "comparing the ranks' options"));
-  if (!diff.empty())
-    fail("train", "the options or data files of " + diff +
-                      " differ: every rank must be started with the same flags and the same "
-                      "--data/--valid/--vocab contents");
+  Communicator& comm = *run.comm;
+  const std::string what = "comparing the ranks' options";
+  std::string lead = rank_record(run.options).dump();
+  comm.broadcast(lead, 0, what);
+  const std::string mine = rank_differences(nlohmann::json::parse(lead), run.options);
+  const std::vector<uint64_t> differs = comm.allgather(mine.empty() ? 0 : 1, what);
+  std::string all;
+  for (int r = 1; r < comm.size(); ++r) {
+    if (differs[static_cast<size_t>(r)] == 0) continue;
+    std::string theirs = r == comm.rank() ? mine : "";
+    comm.broadcast(theirs, r, what);
+    all += (all.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " has " + theirs);
+  }
+  if (!all.empty())
+    fail("train", "the ranks were started with different options or data: " + all +
+                      " (files are compared by the XXH3-64 of their contents). Start every rank "
+                      "with the same options and files; only " +
+                      per_process_flags() + " may differ");
   const std::string pdiff = ranks_differing(
-      run.comm->allgather(params_checksum(run.params), "comparing the ranks' parameters"));
+      comm.allgather(params_checksum(run.params), "comparing the ranks' parameters"));
   if (!pdiff.empty()) fail("train", "the initial parameters of " + pdiff + " differ");
 }
 

@@ -25,6 +25,7 @@ namespace seqtape {
 namespace {
 
 using test_util::TempDir;
+namespace fs = std::filesystem;
 
 struct Ran {
   int code = -1;       // exit code, 128 + signal, or -1 when the deadline killed it
@@ -323,7 +324,26 @@ TEST(DataParallel, CheckSyncStopsAtTheFirstCheckAfterDivergence) {
       << r.output;
 }
 
-// Ranks started on different data (mpirun's MPMD form) are refused before the first step.
+// Two ranks of the seqtape command in mpirun's MPMD form ("-np 1 A : -np 1 B"), each with the
+// common options and its own; the job must end within a minute.
+Ran two_commands(const TempDir& dir, const std::vector<std::string>& rank0,
+                 const std::vector<std::string>& rank1) {
+  auto args = [&](const std::vector<std::string>& own) {
+    return std::vector<std::string>{SEQTAPE_CLI_PATH, "train",
+                                    "--valid",        dir.file("data/valid.tsv"),
+                                    "--vocab",        dir.file("data/vocab.txt"),
+                                    "--preset",       "seed",
+                                    "--out",          dir.file("run"),
+                                    "--no-progress"} +
+           own;
+  };
+  const Ran r = run(
+      mpirun(1) + args(rank0) + std::vector<std::string>{":", "-np", "1"} + args(rank1), kDeadline);
+  EXPECT_LT(r.seconds, 60) << r.output;
+  return r;
+}
+
+// Ranks started on different data are refused before the first step, naming the option.
 TEST(DataParallel, RanksWithDifferentDataAreRefused) {
   TempDir dir("dist");
   write_data(dir);
@@ -332,22 +352,42 @@ TEST(DataParallel, RanksWithDifferentDataAreRefused) {
     std::string all((std::istreambuf_iterator<char>(in)), {});
     std::ofstream(dir.file("other.tsv")) << all.substr(0, all.find('\n', all.size() / 2) + 1);
   }
-  auto args = [&](const std::string& data) {
-    return std::vector<std::string>{SEQTAPE_CLI_PATH, "train",
-                                    "--data",         data,
-                                    "--valid",        dir.file("data/valid.tsv"),
-                                    "--vocab",        dir.file("data/vocab.txt"),
-                                    "--preset",       "seed",
-                                    "--steps",        "3",
-                                    "--out",          dir.file("run"),
-                                    "--no-progress"};
-  };
-  std::vector<std::string> cmd = mpirun(1);  // "-np 1 A : -np 1 B"
-  cmd = cmd + args(dir.file("data/train.tsv")) + std::vector<std::string>{":", "-np", "1"} +
-        args(dir.file("other.tsv"));
-  const Ran r = run(cmd, kDeadline);
+  const Ran r = two_commands(dir, {"--data", dir.file("data/train.tsv"), "--steps", "3"},
+                             {"--data", dir.file("other.tsv"), "--steps", "3"});
   EXPECT_EQ(r.code, 3) << r.output;
-  EXPECT_NE(r.output.find("the options or data files of rank 1 ("), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the ranks were started with different options or data: rank 1 has "
+                          "--data \""),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("run/checkpoint.bin")));
+}
+
+// Ranks with different step counts hung: the one that finished first waited in the final
+// barrier while the other waited in the next step's allreduce. Refused before the first step.
+TEST(DataParallel, RanksWithDifferentStepsAreRefused) {
+  TempDir dir("dist");
+  write_data(dir);
+  const Ran r = two_commands(dir, {"--data", dir.file("data/train.tsv"), "--steps", "3"},
+                             {"--data", dir.file("data/train.tsv"), "--steps", "5"});
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("rank 1 has --steps 5 (rank 0: 3)"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir.file("run/checkpoint.bin")));
+}
+
+// The ranks stop on rank 0's clock, but a rank without the time limit would train a different
+// number of steps (until its own --steps): refused, as is a data file of another name with the
+// same contents accepted.
+TEST(DataParallel, RanksWithDifferentTimeLimitsAreRefused) {
+  TempDir dir("dist");
+  write_data(dir);
+  fs::copy_file(dir.file("data/train.tsv"), dir.file("copy.tsv"));
+  const Ran r = two_commands(
+      dir, {"--data", dir.file("data/train.tsv"), "--steps", "3", "--time-limit", "1m"},
+      {"--data", dir.file("copy.tsv"), "--steps", "3"});
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("rank 1 has --time-limit 0.0 (rank 0: 60.0)"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("--data"), std::string::npos) << r.output;
 }
 
 }  // namespace
