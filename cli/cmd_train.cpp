@@ -160,7 +160,10 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
                "continue from <out>/checkpoint.bin: the data, model, batches and optimizer must be "
                "the run's own (a difference is named); --steps, --epochs, --time-limit and how to "
                "log, evaluate, save and compute may change");
-  sub.add_flag("--overwrite", a.o.overwrite, "replace the run already in --out");
+  sub.add_flag("--overwrite", a.o.overwrite,
+               "replace the run already in --out: once the new run is set up, the old run's "
+               "checkpoints (checkpoint.bin, best.bin, checkpoint-STEP.bin), metrics.csv, "
+               "loss.svg and spm.model are removed");
   sub.add_option("--time-limit", a.time_limit,
                  "stop training after this wall-clock time (90s, 20m, 1.5h), then save and "
                  "evaluate; alone (no --steps or --epochs) it sets the length of the run");

@@ -90,23 +90,6 @@ LoaderState loader_state_from(const std::string& text, const std::string& where)
   }
 }
 
-// A save killed mid-write leaves its temp file ("<path>.tmp.<pid>.<n>", see write_file_atomic)
-// behind. Removes those whose writer is gone, so repeated crashes cannot fill the disk.
-void remove_stale_temp_files(const std::string& path) {
-  const fs::path p(path);
-  const std::string prefix = p.filename().string() + ".tmp.";
-  std::error_code ec;
-  for (auto it = fs::directory_iterator(p.parent_path(), ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    std::error_code rm;
-    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-      fs::remove(it->path(), rm);
-  }
-}
-
 // ---- setting a run up -----------------------------------------------------------------------
 
 // Tokens in the longest example, as far as the budget check needs it: its UTF-8 bytes (at least
@@ -409,12 +392,21 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
   return run;
 }
 
-void write_run_files(const std::string& out_dir, const Run& run) {
+// The run's first files. With --overwrite the replaced run's files go first, and only now that
+// the new run is set up: a run refused for its options or data leaves the old one as it was.
+void write_run_files(const TrainOptions& opt, const Run& run, std::ostream& log) {
+  if (opt.overwrite) {
+    const std::vector<std::string> removed = remove_replaced_run(opt.out_dir);
+    for (size_t i = 0; i < removed.size(); ++i)
+      log << (i ? ", " : "--overwrite: removed the replaced run's ") << removed[i];
+    if (!removed.empty()) log << "\n";
+  }
+  const fs::path dir(opt.out_dir);
   const std::string config = run.cfg.to_json().dump(2) + "\n";
-  write_file_atomic((fs::path(out_dir) / "config.json").string(), {config});
-  run.vocab.save((fs::path(out_dir) / "vocab.txt").string());  // checked: an Error names it
+  write_file_atomic((dir / "config.json").string(), {config});
+  run.vocab.save((dir / "vocab.txt").string());  // checked: an Error names it
   if (run.codec->kind() == kSentencePieceCodec)
-    write_file_atomic((fs::path(out_dir) / kJointModelFile).string(),
+    write_file_atomic((dir / kJointModelFile).string(),
                       {std::string_view(run.codec->model_bytes())});
 }
 
@@ -515,13 +507,9 @@ void keep_last_checkpoints(const Run& run, int64_t keep) {
   std::vector<std::pair<int64_t, fs::path>> found;
   std::error_code ec;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!name.starts_with("checkpoint-") || !name.ends_with(".bin")) continue;
-    const std::string digits = name.substr(11, name.size() - 15);
-    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
-    found.emplace_back(std::stoll(digits), it->path());
-  }
+       it.increment(ec))
+    if (const int64_t step = periodic_checkpoint_step(it->path().filename().string()); step >= 0)
+      found.emplace_back(step, it->path());
   std::sort(found.begin(), found.end());
   for (size_t i = 0; i + static_cast<size_t>(keep) < found.size(); ++i) {
     std::error_code rm;
@@ -777,7 +765,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   TrainOptions ropt = opt;
   ropt.comm = comm;
   Run run = start_run(ropt, out);
-  if (lead) write_run_files(opt.out_dir, run);
+  if (lead) write_run_files(opt, run, out);
   log_summary(opt, run, out);
   if (!matmul.note.empty()) out << matmul.note << "\n";
 

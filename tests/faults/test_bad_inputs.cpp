@@ -122,6 +122,7 @@ class Workspace {
     ckpt("not_a_checkpoint", read_file(dir_.file("data/train.tsv")));
     ckpt("trailing_bytes", good + "junk");
     ckpt("good", good);
+    put("best_only/best.bin", good);
 
     const Checkpoint c = load_checkpoint(dir_.file("run/checkpoint.bin"));
     auto save_as = [&](const std::string& name, const Checkpoint& x) {
@@ -709,6 +710,11 @@ const std::vector<Row>& rows() {
        train_with({"--out", "ck_good"}),
        kData,
        {"ck_good", "already holds a run", "--overwrite"}},
+      {"train_out_holds_best_bin",
+       "--out holding only best.bin (a run killed before its first checkpoint.bin)",
+       train_with({"--out", "best_only"}),
+       kData,
+       {"already holds a run", "best_only/best.bin", "--overwrite"}},
       {"train_resume_and_overwrite",
        "--resume and --overwrite together",
        train_with({"--resume", "--overwrite"}),

@@ -224,6 +224,62 @@ TEST(RunDir, ARecordWithoutAnOptionDoesNotCompareIt) {
   EXPECT_EQ(r.run(o).first_step, 5);
 }
 
+// --overwrite removes what the replaced run wrote (its periodic and best checkpoints, metrics,
+// plot), so that `average run/checkpoint-*.bin` cannot mix two runs; and nothing else.
+TEST(RunDir, OverwriteRemovesTheReplacedRunsFilesAndNothingElse) {
+  CopyRun r("overwrite");
+  TrainOptions first = r.o;
+  first.steps = 6;
+  first.eval_every = 2;
+  first.save_every = 2;
+  first.keep_last = 2;
+  first.best_metric = "loss";
+  r.run(first);
+  ASSERT_TRUE(fs::exists(r.out / "checkpoint-4.bin"));
+  ASSERT_TRUE(fs::exists(r.out / "best.bin"));
+  ASSERT_TRUE(fs::exists(r.out / "loss.svg"));
+  // The user's files, two of them under names a run uses but not seqtape's.
+  std::ofstream(r.out / "notes.txt") << "mine\n";
+  std::ofstream(r.out / "checkpoint-9.bin") << "not a seqtape checkpoint\n";
+  std::ofstream(r.out / "metrics.csv.bak") << "step,kind,loss\n";
+  // A new run refused by its data leaves the old run as it was.
+  TrainOptions bad = r.o;
+  bad.overwrite = true;
+  bad.valid_data = (r.data / "missing.tsv").string();
+  error_of([&] { r.run(bad); });
+  EXPECT_TRUE(fs::exists(r.out / "checkpoint-6.bin"));
+  EXPECT_TRUE(fs::exists(r.out / "best.bin"));
+  TrainOptions over = r.o;
+  over.overwrite = true;
+  over.steps = 2;
+  std::ostringstream log;
+  train(over, log);
+  EXPECT_HAS(log.str(),
+             "--overwrite: removed the replaced run's best.bin, checkpoint-4.bin, "
+             "checkpoint-6.bin, checkpoint.bin, metrics.csv, loss.svg");
+  for (const char* gone : {"checkpoint-4.bin", "checkpoint-6.bin", "best.bin"})
+    EXPECT_FALSE(fs::exists(r.out / gone)) << gone;
+  EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, 2);
+  const std::string metrics = test_util::read_bytes((r.out / "metrics.csv").string());
+  EXPECT_EQ(metrics.find("\n6,"), std::string::npos) << metrics;  // only the new run's rows
+  for (const char* kept : {"notes.txt", "checkpoint-9.bin", "metrics.csv.bak"})
+    EXPECT_TRUE(fs::exists(r.out / kept)) << kept;
+}
+
+// A run killed before its first checkpoint.bin may have left best.bin: the directory holds a run.
+TEST(RunDir, ABestBinAloneIsARunToResumeOrOverwrite) {
+  CopyRun r("best_only");
+  r.run(r.o);
+  fs::rename(r.out / "checkpoint.bin", r.out / "best.bin");
+  const std::string msg = error_of([&] { r.run(r.o); });
+  EXPECT_HAS(msg, "already holds a run");
+  EXPECT_HAS(msg, "best.bin");
+  TrainOptions over = r.o;
+  over.overwrite = true;
+  r.run(over);
+  EXPECT_FALSE(fs::exists(r.out / "best.bin"));
+}
+
 TEST(BestCheckpoint, BestBinAndTheLastNStepCheckpoints) {
   CopyRun r("best");
   TrainOptions o = r.o;
