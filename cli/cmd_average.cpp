@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "train/checkpoint.h"
+#include "train/envelope.h"
 
 namespace seqtape::cli {
 
@@ -25,10 +27,15 @@ struct AverageArgs {
 int run_average(const AverageArgs& a) {
   if (a.inputs.size() < 2) throw UsageError("give at least two checkpoints to average");
   // An existing --out may be one of the inputs or a run's checkpoint.bin (whose optimizer
-  // state the average does not keep): replaced only when asked, never silently.
+  // state the average does not keep): replaced only when asked, never silently, and never one
+  // of the inputs, even when asked.
   std::error_code ec;
   if (!a.overwrite && std::filesystem::exists(a.out, ec))
     fail(a.out, "already exists; give --overwrite to replace it, or another --out");
+  std::vector<FlagPath> inputs;
+  for (const std::string& in : a.inputs) inputs.push_back({"checkpoint", in});
+  check_not_an_input({"--out", a.out}, inputs);
+  check_can_save(a.out);  // a directory or an unwritable place, before the loading
   Checkpoint first = load_checkpoint(a.inputs[0]);
   std::vector<std::vector<double>> sums;
   for (const NamedTensor& t : first.params) sums.push_back(t.value.to_vector());

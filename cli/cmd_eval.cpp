@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/input_guards.h"
+#include "cli/output_paths.h"
 #include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
@@ -99,6 +100,11 @@ int run_eval(const EvalArgs& a) {
     throw UsageError("--copy-baseline scores the sources themselves; drop --model");
   if (!a.copy_baseline && a.model.empty())
     throw UsageError("--model is required (or --copy-baseline)");
+  if (!a.out.empty()) {
+    std::vector<FlagPath> inputs = model_inputs("--model", a.model);
+    inputs.push_back({"--data", a.data});
+    check_not_an_input({"--out", a.out}, inputs);
+  }
   const std::vector<TextPair> pairs = read_tsv(a.data);
   if (pairs.empty()) fail(a.data, "no examples to evaluate");
   const std::vector<SourceGroup> groups = group_sources(pairs, a.data, true);
@@ -106,6 +112,13 @@ int run_eval(const EvalArgs& a) {
   if (a.copy_baseline) return run_copy_baseline(a, pairs, groups);
   // Checked whole (configuration, weights, tokenizer) as the decoding model first.
   const ModelFiles f = read_model_files(a.model);
+  // The teacher-forced pass feeds a decoder-only model source <sep> target: without the token
+  // (the F15 model's vocabulary) a TSV pair has no meaning for it.
+  if (f.cfg.arch != Arch::Seq2Seq && !f.vocab.maybe_sep_id())
+    fail(f.where,
+         "is a decoder-only model whose vocabulary has no <sep> token: eval scores TSV "
+         "pairs as source <sep> target, which this model cannot read (decode its "
+         "prompts with generate instead)");
   const InferenceModel model(f.cfg, f.vocab, f.params, f.where, WeightLayout::Decode, f.codec);
   GenerateOptions o;
   o.beam = a.beam;

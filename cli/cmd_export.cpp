@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "train/checkpoint.h"
 #include "train/export.h"
 
@@ -28,6 +29,9 @@ void register_export(CLI::App& app, Runner& run) {
       if (std::filesystem::is_directory(ckpt, ec))
         fail(ckpt,
              "is a directory without checkpoint.bin (expected a checkpoint or a run directory)");
+      const std::vector<FlagPath> inputs = model_inputs("--model", a->model);
+      for (const char* name : {"model.safetensors", "config.json", "vocab.txt", "spm.model"})
+        check_not_an_input({"--out", (std::filesystem::path(a->out) / name).string()}, inputs);
       ExportReport r = export_checkpoint(ckpt, a->out);
       std::printf("wrote %zu tensors to %s, with config.json and vocab.txt\n", r.tensors,
                   r.safetensors_path.c_str());

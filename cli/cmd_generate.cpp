@@ -1,10 +1,14 @@
 // `seqtape generate`: decode with a trained checkpoint — greedy, beam search or sampling, with
 // the KV cache (or without it, or checked against a recompute at every step).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -14,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/input_guards.h"
+#include "cli/output_paths.h"
 #include "infer/load.h"
 #include "infer/model.h"
 #include "infer/result_json.h"
@@ -167,12 +172,35 @@ struct InputLine {
   std::string context, text;
 };
 
+// The longest line read from --input-file or stdin: 4 UTF-8 bytes per character of the most
+// characters the model's max_positions tokens can hold (a longer line is refused by
+// encode_input anyway), and at least 1 MiB so that such a line still gets its own error and the
+// other lines their answers. Reading stops at a longer line: an endless one (a stream without a
+// newline) must not grow without bound.
+size_t max_line_bytes(const InferenceModel& model) {
+  const auto chars = static_cast<size_t>(model.config().max_positions) *
+                     static_cast<size_t>(model.codec().max_token_chars());
+  return std::max<size_t>(size_t{1} << 20, 4 * chars);
+}
+
+// --input-file: a regular file, or a pipe (`<(command)`), never a directory or a device that
+// never ends (/dev/zero), as for a TSV (read_user_file).
+void check_input_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    fail(path, std::string("cannot open the input file: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a file of inputs (one per line)");
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+    fail(path, "is a device or socket, not a file of inputs (one per line)");
+}
+
 // The inputs one at a time: --input, the lines of --input-file, or stdin's lines as they arrive
 // (never read ahead, so --batch-size 1 answers each line before reading the next).
 class InputSource {
  public:
-  explicit InputSource(const GenerateArgs& a) : a_(a) {
+  InputSource(const GenerateArgs& a, size_t max_line) : a_(a), max_line_(max_line) {
     if (a.input_file_o->count()) {
+      check_input_file(a.input_file);
       file_.open(a.input_file, std::ios::binary);
       if (!file_) fail(a.input_file, "cannot open the input file");
       in_ = &file_;
@@ -187,7 +215,7 @@ class InputSource {
       return InputLine{"--input", a_.input};
     }
     std::string line;
-    if (!std::getline(*in_, line)) return std::nullopt;
+    if (!read_line(line)) return std::nullopt;
     if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF
     // A UTF-8 byte-order mark (Windows editors write one) is not part of the first input, as
     // for a TSV (train/dataset.cpp).
@@ -196,7 +224,24 @@ class InputSource {
   }
 
  private:
+  // std::getline with a bound: false at the end of the input.
+  bool read_line(std::string& line) {
+    if (in_->tie()) in_->tie()->flush();  // as std::getline does: answers out before waiting
+    std::streambuf& buf = *in_->rdbuf();
+    for (int c = buf.sbumpc(); c != '\n'; c = buf.sbumpc()) {
+      if (c == std::char_traits<char>::eof()) return !line.empty();
+      if (line.size() >= max_line_)
+        fail(name_ + ":" + std::to_string(line_no_ + 1),
+             "the line is longer than " + std::to_string(max_line_) +
+                 " bytes, more than the model's max_positions tokens can hold; stopped reading "
+                 "(split or shorten the line)");
+      line.push_back(static_cast<char>(c));
+    }
+    return true;
+  }
+
   const GenerateArgs& a_;
+  size_t max_line_;
   std::ifstream file_;
   std::istream* in_ = &std::cin;
   std::string name_ = "stdin";
@@ -345,7 +390,7 @@ int64_t decode_all(Run& run, InputSource& src) {
       throw UsageError("--trace records one run: give exactly one input (--input TEXT)");
     decode_batch(run, batch);
     total += static_cast<int64_t>(batch.size());
-    if (g_interrupted) break;
+    if (g_interrupted || !run.out) break;  // a failed output: check_written names it
   }
   return total;
 }
@@ -361,18 +406,31 @@ GenerateOptions options_of(const GenerateArgs& a, const InferenceModel& model) {
   return o;
 }
 
+// --output and --trace: files, and none of the command's inputs (nor each other).
+void check_outputs(const GenerateArgs& a) {
+  std::vector<FlagPath> inputs = model_inputs("--model", a.model);
+  if (a.input_file_o->count()) inputs.push_back({"--input-file", a.input_file});
+  for (const FlagPath& out : {FlagPath{"--output", a.output}, FlagPath{"--trace", a.trace}}) {
+    if (out.path.empty()) continue;
+    check_not_a_directory(out);
+    check_not_an_input(out, inputs);
+    inputs.push_back(out);
+  }
+}
+
 int run_generate(const GenerateArgs& a) {
   check_flags(a);
+  check_outputs(a);
   InferenceModel model = load_model(a.model);
   const TextCodec& tok = model.codec();
   GenerateOptions o = options_of(a, model);
   std::ofstream file;
   if (!a.output.empty()) {
     file.open(a.output, std::ios::binary);
-    if (!file) fail(a.output, "cannot open the output file for writing");
+    if (!file) fail(a.output, std::string("cannot open for writing: ") + std::strerror(errno));
   }
   std::ostream& out = a.output.empty() ? std::cout : file;
-  InputSource src(a);
+  InputSource src(a, max_line_bytes(model));
   g_interrupted = false;
   std::signal(SIGINT, on_sigint);
   o.cancel = [] { return g_interrupted.load(); };
@@ -380,8 +438,10 @@ int run_generate(const GenerateArgs& a) {
   Run run{a, model, tok, o, out};
   const int64_t n = decode_all(run, src);
   std::signal(SIGINT, SIG_DFL);
-  if (n == 0) fail("generate", "no input: give --input TEXT, --input-file F or lines on stdin");
-  if (!out) fail(a.output.empty() ? "stdout" : a.output, "writing the results failed");
+  if (n == 0)
+    fail(a.input_file_o->count() ? a.input_file : "stdin",
+         "no input: give --input TEXT, --input-file F or lines on stdin");
+  check_written(out, a.output.empty() ? "stdout" : a.output);
   if (run.bad_lines > 0) {
     std::fprintf(stderr, "seqtape: error: %lld of %lld input lines could not be decoded\n",
                  static_cast<long long>(run.bad_lines), static_cast<long long>(n));

@@ -1,11 +1,13 @@
 // `seqtape vocab`: learn a SentencePiece subword vocabulary from a TSV's two columns.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "train/dataset.h"
 #include "train/subword.h"
 
@@ -58,11 +60,20 @@ int run_vocab(const VocabArgs& a) {
   opt.vocab_size = static_cast<int32_t>(a.size);
   opt.threads = static_cast<int32_t>(a.threads);
 
+  // Every file a vocabulary directory may hold: --overwrite removes them all.
+  for (const char* name : {"spm", "source", "target"})
+    for (const char* ext : {".model", ".vocab.tsv"})
+      check_not_an_input(
+          {"--out", (std::filesystem::path(a.out) / (std::string(name) + ext)).string()},
+          {{"--data", a.data}});
   const std::vector<TextPair> pairs = read_tsv(a.data);
   std::vector<std::string> src, tgt;
   src.reserve(pairs.size());
   tgt.reserve(pairs.size());
   for (const TextPair& p : pairs) {
+    const std::string line = a.data + ":" + std::to_string(p.line);
+    check_subword_sentence(p.source, line + " (source)");
+    check_subword_sentence(p.target, line + " (target)");
     src.push_back(p.source);
     tgt.push_back(p.target);
   }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "reference/encdec.h"
 #include "reference/f15.h"
 #include "train/tokenizer.h"
@@ -389,7 +390,22 @@ void write_text(const std::string& path, const std::string& text) {
   if (!out) fail(path, "write failed");
 }
 
+// --out (of --embed-trace), --trace and --write-f15's files: never the trace or checkpoint read.
+void check_outputs(const WalkArgs& a) {
+  const std::vector<FlagPath> inputs = {{"--embed-trace", a.embed_in},
+                                        {"--f15-checkpoint", a.f15_checkpoint}};
+  for (const FlagPath& out : {FlagPath{"--out", a.embed_out}, FlagPath{"--trace", a.trace_out}}) {
+    if (out.path.empty()) continue;
+    check_not_a_directory(out);
+    check_not_an_input(out, inputs);
+  }
+  if (!a.write_f15.empty())
+    for (const char* name : {"vocab.txt", "checkpoint.bin", "run.json"})
+      check_not_an_input({"--write-f15", (fs::path(a.write_f15) / name).string()}, inputs);
+}
+
 int run_walkthrough(const WalkArgs& a) {
+  check_outputs(a);
   if (!a.embed_in.empty() || !a.embed_out.empty()) {
     if (a.embed_in.empty() || a.embed_out.empty())
       throw UsageError("--embed-trace needs both the trace JSON and --out FILE.js");

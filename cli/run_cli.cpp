@@ -10,12 +10,16 @@
 
 #include "autograd/tensor.h"
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 
 namespace seqtape::cli {
 
 int run_guarded(const std::string& doing, const Runner& run) {
   try {
-    return run ? run() : kOk;
+    const int code = run ? run() : kOk;
+    // Results printed but never delivered (a full disk, /dev/full) are a failed command.
+    if (code == kOk) check_written(std::cout, "stdout");
+    return code;
   } catch (const UsageError& e) {
     std::cerr << "seqtape: usage error: " << e.what() << "\n";
     return kUsage;

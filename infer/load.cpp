@@ -33,6 +33,15 @@ ModelFiles read_export(const fs::path& dir) {
   f.vocab = Vocab::load((dir / "vocab.txt").string());
   f.where = (dir / "model.safetensors").string();
   SafetensorsFile weights = read_safetensors(f.where);
+  // The weights are used as [in, out]; a file that says otherwise (or says nothing) would have
+  // its square matrices read transposed without any shape check noticing.
+  const auto layout = weights.metadata.find("linear_layout");
+  if (layout == weights.metadata.end() || layout->second != kLinearLayout)
+    fail(f.where, "linear_layout is " +
+                      (layout == weights.metadata.end() ? std::string("missing")
+                                                        : "'" + layout->second + "'") +
+                      " in the metadata; seqtape reads only '" + std::string(kLinearLayout) +
+                      "' (the layout seqtape export writes)");
   f.params = std::move(weights.tensors);
   const std::string spm = (dir / kJointModelFile).string();
   const bool has_spm = fs::is_regular_file(spm);
@@ -69,12 +78,25 @@ ModelFiles read_checkpoint_files(const std::string& path) {
   return f;
 }
 
-ModelFiles read_model_files(const std::string& path) {
-  // A directory without checkpoint.bin is an export; anything else is (or holds) a checkpoint.
+namespace {
+// A directory without checkpoint.bin is an export; anything else is (or holds) a checkpoint.
+bool is_export_dir(const std::string& path) {
   std::error_code ec;
-  const std::string ckpt = run_checkpoint(path);
-  return ckpt == path && fs::is_directory(path, ec) ? read_export(path)
-                                                    : read_checkpoint_files(ckpt);
+  return run_checkpoint(path) == path && fs::is_directory(path, ec);
+}
+}  // namespace
+
+ModelFiles read_model_files(const std::string& path) {
+  return is_export_dir(path) ? read_export(path) : read_checkpoint_files(run_checkpoint(path));
+}
+
+std::vector<std::string> model_file_paths(const std::string& path) {
+  if (!is_export_dir(path)) return {run_checkpoint(path)};
+  std::vector<std::string> files;
+  for (std::string_view name : {std::string_view("config.json"), std::string_view("vocab.txt"),
+                                std::string_view("model.safetensors"), kJointModelFile})
+    files.push_back((fs::path(path) / name).string());
+  return files;
 }
 
 InferenceModel load_model(const std::string& path, WeightLayout layout) {

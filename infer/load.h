@@ -30,6 +30,10 @@ ModelFiles read_checkpoint_files(const std::string& path);
 // Errors name the path and what is missing or wrong.
 ModelFiles read_model_files(const std::string& path);
 
+// The files read_model_files(path) reads: the checkpoint, a run directory's checkpoint.bin, or
+// an export's config.json, vocab.txt, model.safetensors and spm.model (whether present or not).
+std::vector<std::string> model_file_paths(const std::string& path);
+
 // read_model_files, as a model for decoding.
 InferenceModel load_model(const std::string& path, WeightLayout layout = WeightLayout::Decode);
 

@@ -240,17 +240,64 @@ int create_temp(const std::string& path, std::string& tmp) {
   return fd;
 }
 
+// What already sits at `path` (after symbolic links), for a save: a character device or a FIFO
+// is written into (renaming over it would replace the node itself: /dev/null as a regular file),
+// a block device or socket is refused, anything else is replaced atomically.
+enum class SaveTarget { kFile, kStream };
+
+SaveTarget save_target(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return SaveTarget::kFile;  // new, or a dangling link
+  if (S_ISDIR(st.st_mode)) fail(path, "cannot save: is a directory");
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return SaveTarget::kStream;
+  if (S_ISBLK(st.st_mode)) fail(path, "cannot save: is a block device, not a file");
+  if (S_ISSOCK(st.st_mode)) fail(path, "cannot save: is a socket, not a file");
+  return SaveTarget::kFile;
+}
+
+// Writes `parts` to the open descriptor; on failure returns the errno (0 when all was written).
+int write_all(int fd, const std::vector<std::string_view>& parts) {
+  for (std::string_view part : parts) {
+    size_t done = 0;
+    while (done < part.size()) {
+      const ssize_t w = ::write(fd, part.data() + done, part.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return errno;
+      if (w == 0) return EIO;
+      done += static_cast<size_t>(w);
+    }
+  }
+  return 0;
+}
+
+// A character device or FIFO: opened as it is (no create, no truncate) and written in order. A
+// FIFO's open waits for its reader, as a shell's `> fifo` does.
+void write_stream(const std::string& path, const std::vector<std::string_view>& parts) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    fail(path, std::string("cannot save: cannot open for writing: ") + std::strerror(errno));
+  const int err = write_all(fd, parts);
+  const int closed = ::close(fd);
+  if (err != 0) fail(path, std::string("cannot save: writing failed: ") + std::strerror(err));
+  if (closed != 0) fail(path, std::string("cannot save: closing failed: ") + std::strerror(errno));
+}
+
 }  // namespace
 
 void check_can_save(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail(path, "cannot save: is a directory");
+  if (save_target(path) == SaveTarget::kStream) {
+    // Opening a FIFO would wait for its reader; whether it may be written is all to check.
+    if (::access(path.c_str(), W_OK) != 0)
+      fail(path, std::string("cannot save: ") + std::strerror(errno));
+    return;
+  }
   std::string tmp;
   ::close(create_temp(path, tmp));
   ::unlink(tmp.c_str());
 }
 
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
+  if (save_target(path) == SaveTarget::kStream) return write_stream(path, parts);
   const std::filesystem::path target(path);
   const std::string dir =
       target.parent_path().empty() ? std::string(".") : target.parent_path().string();

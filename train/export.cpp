@@ -37,7 +37,7 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
   r.safetensors_path = (dir / "model.safetensors").string();
   write_safetensors(r.safetensors_path, c.params,
                     {{"format", "seqtape"},
-                     {"linear_layout", "[in, out]: y = x @ W + b"},
+                     {"linear_layout", std::string(kLinearLayout)},
                      {"step", std::to_string(c.step)},
                      {"tokenizer", c.tokenizer_kind}});
   // Each write checked (write_file_atomic): a failure is an Error naming the file.

@@ -28,6 +28,10 @@ namespace seqtape {
 
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
+// The "linear_layout" metadata of a seqtape export: Linear weights [in, out]. Loaders refuse an
+// export saying anything else, since a transposed square matrix has the same shape.
+inline constexpr std::string_view kLinearLayout = "[in, out]: y = x @ W + b";
+
 struct SafetensorsFile {
   std::vector<NamedTensor> tensors;  // in data-offset order
   std::map<std::string, std::string> metadata;

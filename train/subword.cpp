@@ -89,10 +89,19 @@ SubwordTokenizer::SubwordTokenizer(SubwordTokenizer&&) noexcept = default;
 SubwordTokenizer& SubwordTokenizer::operator=(SubwordTokenizer&&) noexcept = default;
 SubwordTokenizer::~SubwordTokenizer() = default;  // here, where SentencePieceProcessor is complete
 
+void check_subword_sentence(std::string_view text, const std::string& where) {
+  if (text.size() > kMaxSubwordSentenceBytes)
+    fail(where, "is " + std::to_string(text.size()) + " bytes long, more than the " +
+                    std::to_string(kMaxSubwordSentenceBytes) +
+                    " bytes a sentence may have to learn a vocabulary from (split or drop it)");
+}
+
 SubwordTokenizer SubwordTokenizer::train(const std::vector<std::string>& texts,
                                          const SubwordTrainOptions& opt, std::string_view where) {
   const std::string w(where);
   if (texts.empty()) fail(w, "no text to learn a vocabulary from");
+  for (size_t i = 0; i < texts.size(); ++i)
+    check_subword_sentence(texts[i], w + ": sentence " + std::to_string(i + 1));
   // 5 specials + at least a few pieces; the library refuses sizes it cannot reach anyway.
   if (opt.vocab_size < 8)
     fail(w, "vocabulary size " + std::to_string(opt.vocab_size) + " is below 8");
@@ -114,6 +123,7 @@ SubwordTokenizer SubwordTokenizer::train(const std::vector<std::string>& texts,
       {"unk_surface", std::string(kUnkToken)},
       {"normalization_rule_name", "identity"},
       {"remove_extra_whitespaces", "false"},
+      {"max_sentence_length", std::to_string(kMaxSubwordSentenceBytes)},
       {"num_threads", std::to_string(std::max(1, opt.threads))},
       {"minloglevel", "2"},  // no INFO or WARNING lines on stderr (errors come back as Status)
   };

@@ -38,6 +38,13 @@ enum class SubwordType { kUnigram, kBpe, kChar };
 SubwordType parse_subword_type(std::string_view name);  // "unigram" | "bpe" | "char"
 const char* subword_type_name(SubwordType t);
 
+// The longest sentence SentencePiece learns from, in bytes (its max_sentence_length, given
+// explicitly). The library skips longer ones silently, and stops on an internal assertion when
+// none is left: check_subword_sentence refuses one first.
+inline constexpr size_t kMaxSubwordSentenceBytes = 4192;
+// An Error naming `where` ("train.tsv:3 (source)") when `text` is longer than that.
+void check_subword_sentence(std::string_view text, const std::string& where);
+
 struct SubwordTrainOptions {
   SubwordType type = SubwordType::kUnigram;
   int32_t vocab_size = 8000;  // an upper bound: a small corpus may give fewer pieces

@@ -252,9 +252,23 @@ void check_resumed_record(Run& run) {
   }
 }
 
+// `seqtape average` writes the mean of several checkpoints' weights with a record naming them
+// and no optimizer state: it decodes, but it cannot continue a run (the optimizer would
+// otherwise be refused with only a count of its tensors).
+void refuse_averaged(const Run& run) {
+  const nlohmann::json m = nlohmann::json::parse(run.resumed.metrics_json, nullptr, false);
+  if (!m.is_object() || !m.contains("averaged_from")) return;
+  fail(run.ckpt_path, "was written by `seqtape average` (the mean of " +
+                          std::to_string(m.at("averaged_from").size()) +
+                          " checkpoints) and holds no optimizer state, so it cannot be resumed: "
+                          "resume from one of the run's own checkpoints, or give the average to "
+                          "generate, eval or export (or train a new run in another --out)");
+}
+
 // Weights, optimizer, dropout generator, data order and step from the checkpoint.
 void resume(Run& run, std::ostream& log) {
   const Checkpoint& c = run.resumed;
+  refuse_averaged(run);
   // A run resumes in the precision it was saved in (bit-identical continuation), never converted.
   const DType want = run.params.front().second.dtype();
   for (const NamedTensor& t : c.params)

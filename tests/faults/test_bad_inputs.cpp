@@ -6,17 +6,22 @@
 //   SEQTAPE_BAD_INPUTS_DOC=docs/bad_inputs.md build/tests/faults/test_faults
 //   --gtest_filter=BadInputsDoc.*
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "fault_util.h"
 #include "infer/model.h"
@@ -184,6 +189,57 @@ class Workspace {
     Checkpoint f64 = c;  // float64 parameters: same shapes, another dtype
     for (auto& p : f64.params) p.value = p.value.to(DType::F64);
     save_as("float64_params", f64);
+    make_issue38_files(good);
+  }
+
+  // Outputs that are one of the command's inputs: each row its own copies under o/ (a refusal
+  // that fails destroys them), and the files of the other issue-38 rows.
+  void make_issue38_files(const std::string& good) {
+    auto put = [&](const std::string& name, std::string_view bytes) {
+      write_file(dir_.file(name), bytes);
+    };
+    auto symlink = [&](const std::string& target, const std::string& name) {
+      fs::create_symlink(target, dir_.path() / name);
+    };
+    auto hard_link = [&](const std::string& from, const std::string& name) {
+      fs::create_directories((dir_.path() / name).parent_path());
+      fs::create_hard_link(dir_.path() / from, dir_.path() / name);
+    };
+    const std::string valid = read_file(dir_.file("data/valid.tsv"));
+    for (const char* d : {"e1", "e2", "e4", "g1", "g4", "g5", "a1", "a2", "x2"})
+      put("o/" + std::string(d) + "/checkpoint.bin", good);
+    symlink("checkpoint.bin", "o/e4/link");
+    for (const char* d : {"e3", "e5"}) put("o/" + std::string(d) + "/valid.tsv", valid);
+    hard_link("o/e5/valid.tsv", "o/e5/hyps.txt");
+    for (const char* d : {"g2", "g3"}) put("o/" + std::string(d) + "/in.txt", "今天\n");
+    symlink("in.txt", "o/g3/out.txt");
+    hard_link("o/g4/checkpoint.bin", "o/g4/out.txt");
+    export_checkpoint(dir_.file("run/checkpoint.bin"), dir_.file("o/g6"));
+    symlink("checkpoint.bin", "o/a2/link");
+    put("o/x1/model.safetensors", good);
+    hard_link("o/x2/checkpoint.bin", "o/x2/out/config.json");
+    put("o/v1/spm.vocab.tsv", read_file(dir_.file("data/train.tsv")));
+    put("o/v2/train.tsv", read_file(dir_.file("data/train.tsv")));
+    fs::create_directories(dir_.path() / "o/v2/out");
+    symlink("../train.tsv", "o/v2/out/source.model");
+    put("o/w1/t.json", R"({"format": "seqtape-trace"})");
+    const std::string f15 =
+        read_file(std::string(SEQTAPE_SOURCE_DIR) + "/datasets/f15/checkpoint.bin");
+    for (const char* d : {"w2", "w3"}) put("o/" + std::string(d) + "/checkpoint.bin", f15);
+    put("f15/checkpoint.bin", f15);
+    // A source and a target of 50,000 characters: SentencePiece's own limit skips both.
+    put("bad/long_line.tsv", std::string(50000, 'a') + "\t" + std::string(50000, 'b') + "\n");
+    // An export whose metadata says its Linear weights are stored transposed.
+    export_checkpoint(dir_.file("run/checkpoint.bin"), dir_.file("bad/export_out_in"));
+    SafetensorsFile st = read_safetensors(dir_.file("bad/export_out_in/model.safetensors"));
+    st.metadata["linear_layout"] = "out_in";
+    write_safetensors(dir_.file("bad/export_out_in/model.safetensors"), st.tensors, st.metadata);
+    // A run directory whose checkpoint.bin is what `seqtape average` writes.
+    fs::create_directories(dir_.path() / "ck_averaged");
+    const CliResult avg = run_cli({"average", "run/checkpoint.bin", "ck_good/checkpoint.bin",
+                                   "--out", "ck_averaged/checkpoint.bin"},
+                                  dir_.path().string());
+    if (avg.exit_code != 0) throw std::runtime_error("seqtape average failed: " + avg.err);
   }
 
   TempDir dir_{"badinput"};
@@ -1190,6 +1246,171 @@ const std::vector<Row>& rows() {
        {"serve", "--model", "bad", "--port", "0"},
        kData,
        {"bad", "checkpoint.bin", "config.json"}},
+
+      // ---- issue 38: an output is never one of the command's inputs ----------------------------
+      {"eval_out_is_model",
+       "eval --out names the --model checkpoint",
+       {"eval", "--model", "o/e1/checkpoint.bin", "--data", "data/valid.tsv", "--out",
+        "o/e1/checkpoint.bin"},
+       kUsage,
+       {"--out o/e1/checkpoint.bin is the same file as the --model input o/e1/checkpoint.bin"}},
+      {"eval_out_is_model_of_run_dir",
+       "eval --out names the checkpoint.bin of the --model run directory",
+       {"eval", "--model", "o/e2", "--data", "data/valid.tsv", "--out", "o/e2/checkpoint.bin"},
+       kUsage,
+       {"is the same file as the --model o/e2 input o/e2/checkpoint.bin"}},
+      {"eval_out_is_data",
+       "eval --out names the --data TSV",
+       {"eval", "--model", "run/checkpoint.bin", "--data", "o/e3/valid.tsv", "--out",
+        "o/e3/valid.tsv"},
+       kUsage,
+       {"--out o/e3/valid.tsv is the same file as the --data input o/e3/valid.tsv"}},
+      {"eval_out_symlink_to_model",
+       "eval --out is a symbolic link to the --model checkpoint",
+       {"eval", "--model", "o/e4/checkpoint.bin", "--data", "data/valid.tsv", "--out", "o/e4/link"},
+       kUsage,
+       {"--out o/e4/link is the same file as the --model input o/e4/checkpoint.bin"}},
+      {"eval_out_hard_link_to_data",
+       "eval --out is a hard link to the --data TSV",
+       {"eval", "--model", "run/checkpoint.bin", "--data", "o/e5/valid.tsv", "--out",
+        "o/e5/hyps.txt"},
+       kUsage,
+       {"--out o/e5/hyps.txt is the same file as the --data input o/e5/valid.tsv"}},
+      {"generate_output_is_model",
+       "generate --output names the --model checkpoint",
+       {"generate", "--model", "o/g1/checkpoint.bin", "--input", "今天", "--output",
+        "o/g1/checkpoint.bin"},
+       kUsage,
+       {"--output o/g1/checkpoint.bin is the same file as the --model input"}},
+      {"generate_output_is_input_file",
+       "generate --output names the --input-file (it was emptied before being read)",
+       {"generate", "--model", "run/checkpoint.bin", "--input-file", "o/g2/in.txt", "--output",
+        "o/g2/in.txt"},
+       kUsage,
+       {"--output o/g2/in.txt is the same file as the --input-file input o/g2/in.txt"}},
+      {"generate_output_symlink_to_input_file",
+       "generate --output is a symbolic link to the --input-file",
+       {"generate", "--model", "run/checkpoint.bin", "--input-file", "o/g3/in.txt", "--output",
+        "o/g3/out.txt"},
+       kUsage,
+       {"--output o/g3/out.txt is the same file as the --input-file input o/g3/in.txt"}},
+      {"generate_output_hard_link_to_model",
+       "generate --output is a hard link to the --model checkpoint",
+       {"generate", "--model", "o/g4/checkpoint.bin", "--input", "今天", "--output",
+        "o/g4/out.txt"},
+       kUsage,
+       {"--output o/g4/out.txt is the same file as the --model input o/g4/checkpoint.bin"}},
+      {"generate_trace_is_model",
+       "generate --trace names the --model checkpoint",
+       {"generate", "--model", "o/g5/checkpoint.bin", "--input", "今天", "--trace",
+        "o/g5/checkpoint.bin"},
+       kUsage,
+       {"--trace o/g5/checkpoint.bin is the same file as the --model input"}},
+      {"generate_output_is_export_weights",
+       "generate --output names the model.safetensors of the --model export",
+       {"generate", "--model", "o/g6", "--input", "今天", "--output", "o/g6/model.safetensors"},
+       kUsage,
+       {"is the same file as the --model o/g6 input o/g6/model.safetensors"}},
+      {"generate_output_is_directory",
+       "generate --output names a directory",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--output", "data"},
+       kUsage,
+       {"--output data is a directory"}},
+      {"average_out_is_input",
+       "average --out names one of its checkpoints, with --overwrite",
+       {"average", "o/a1/checkpoint.bin", "run/checkpoint.bin", "--out", "o/a1/checkpoint.bin",
+        "--overwrite"},
+       kUsage,
+       {"--out o/a1/checkpoint.bin is the same file as the checkpoint input o/a1/checkpoint.bin"}},
+      {"average_out_symlink_to_input",
+       "average --out is a symbolic link to one of its checkpoints, with --overwrite",
+       {"average", "run/checkpoint.bin", "o/a2/checkpoint.bin", "--out", "o/a2/link",
+        "--overwrite"},
+       kUsage,
+       {"--out o/a2/link is the same file as the checkpoint input o/a2/checkpoint.bin"}},
+      {"average_out_is_directory",
+       "average --out names a directory, with --overwrite",
+       {"average", "run/checkpoint.bin", "ck_good/checkpoint.bin", "--out", "data", "--overwrite"},
+       kData,
+       {"data: cannot save: is a directory"}},
+      {"export_out_holds_model",
+       "export --out is the directory of a --model named model.safetensors",
+       {"export", "--model", "o/x1/model.safetensors", "--out", "o/x1"},
+       kUsage,
+       {"--out o/x1/model.safetensors is the same file as the --model input"}},
+      {"export_out_file_hard_link_to_model",
+       "export --out holds config.json, a hard link to the --model checkpoint",
+       {"export", "--model", "o/x2/checkpoint.bin", "--out", "o/x2/out"},
+       kUsage,
+       {"--out o/x2/out/config.json is the same file as the --model input o/x2/checkpoint.bin"}},
+      {"vocab_out_holds_data",
+       "vocab --out holds the --data TSV as spm.vocab.tsv, with --overwrite",
+       {"vocab", "--data", "o/v1/spm.vocab.tsv", "--out", "o/v1", "--size", "60", "--overwrite"},
+       kUsage,
+       {"--out o/v1/spm.vocab.tsv is the same file as the --data input o/v1/spm.vocab.tsv"}},
+      {"vocab_out_file_symlink_to_data",
+       "vocab --out holds source.model, a symbolic link to the --data TSV",
+       {"vocab", "--data", "o/v2/train.tsv", "--out", "o/v2/out", "--size", "60", "--separate"},
+       kUsage,
+       {"--out o/v2/out/source.model is the same file as the --data input o/v2/train.tsv"}},
+      {"walkthrough_out_is_embed_trace",
+       "walkthrough --out names the --embed-trace input",
+       {"walkthrough", "--embed-trace", "o/w1/t.json", "--out", "o/w1/t.json"},
+       kUsage,
+       {"--out o/w1/t.json is the same file as the --embed-trace input o/w1/t.json"}},
+      {"walkthrough_trace_is_checkpoint",
+       "walkthrough --trace names the --f15-checkpoint",
+       {"walkthrough", "--f15-checkpoint", "o/w2/checkpoint.bin", "--trace", "o/w2/checkpoint.bin"},
+       kUsage,
+       {"--trace o/w2/checkpoint.bin is the same file as the --f15-checkpoint input"}},
+      {"walkthrough_write_f15_over_checkpoint",
+       "walkthrough --write-f15 into the directory of the --f15-checkpoint",
+       {"walkthrough", "--f15-checkpoint", "o/w3/checkpoint.bin", "--write-f15", "o/w3"},
+       kUsage,
+       {"--write-f15 o/w3/checkpoint.bin is the same file as the --f15-checkpoint input"}},
+      {"walkthrough_trace_is_directory",
+       "walkthrough --trace names a directory",
+       {"walkthrough", "--trace", "data"},
+       kUsage,
+       {"--trace data is a directory"}},
+      // ---- issue 38: bounded input, clear messages ---------------------------------------------
+      {"i38_input_file_dev_zero",
+       "generate --input-file /dev/zero (a device that never ends)",
+       {"generate", "--model", "run/checkpoint.bin", "--input-file", "/dev/zero"},
+       kData,
+       {"/dev/zero: is a device or socket, not a file of inputs"}},
+      {"i38_stdin_endless_line",
+       "a 1.2 MB line on stdin (reading stops at the bound, 1 MiB for this model)",
+       {"generate", "--model", "run/checkpoint.bin"},
+       kData,
+       {"stdin:1: the line is longer than 1048576 bytes", "stopped reading"},
+       repeat("今", 400000) + "\n"},
+      {"i38_input_file_directory",
+       "generate --input-file names a directory",
+       {"generate", "--model", "run/checkpoint.bin", "--input-file", "data"},
+       kData,
+       {"data: is a directory, not a file of inputs"}},
+      {"i38_vocab_long_line",
+       "vocab on a TSV line of 50,000 characters per field",
+       {"vocab", "--data", "bad/long_line.tsv", "--out", "o/v3", "--size", "60"},
+       kData,
+       {"bad/long_line.tsv:1 (source): is 50000 bytes long", "4192 bytes"}},
+      {"i38_eval_model_without_sep",
+       "eval of the F15 model (decoder-only, no <sep> in its vocabulary)",
+       {"eval", "--model", "f15/checkpoint.bin", "--data", "data/valid.tsv"},
+       kData,
+       {"f15/checkpoint.bin: is a decoder-only model whose vocabulary has no <sep> token"}},
+      {"i38_resume_averaged",
+       "--resume from a checkpoint written by seqtape average",
+       resume_from("averaged"),
+       kData,
+       {"ck_averaged/checkpoint.bin: was written by `seqtape average`", "no optimizer state",
+        "resume from one of the run's own checkpoints"}},
+      {"i38_export_linear_layout",
+       "an export whose metadata says linear_layout out_in",
+       {"generate", "--model", "bad/export_out_in", "--input", "今天"},
+       kData,
+       {"bad/export_out_in/model.safetensors: linear_layout is 'out_in'"}},
   };
   return r;
 }
@@ -1577,8 +1798,8 @@ most 1,000,000 attention weights (about 25 MB of JSON).
   std::printf("[          ] wrote %d rows to %s\n", n, path);
 }
 
-// average replaces an existing --out (here one of its inputs) only with --overwrite; without it
-// the file is left as it was, to the byte.
+// average replaces an existing --out only with --overwrite, and one of its inputs never; a
+// refused file is left as it was, to the byte.
 TEST(AverageCli, ReplacesAnExistingOutOnlyWithOverwrite) {
   const std::string dir = Workspace::get().dir();
   const std::string before = read_file(dir + "/ck_good/checkpoint.bin");
@@ -1592,11 +1813,21 @@ TEST(AverageCli, ReplacesAnExistingOutOnlyWithOverwrite) {
   EXPECT_EQ(read_file(dir + "/avg_in.bin"), before);
   std::vector<std::string> overwrite = args;
   overwrite.push_back("--overwrite");
-  const CliResult replaced = run_cli(overwrite, dir);
+  const CliResult input_kept = run_cli(overwrite, dir);
+  EXPECT_EQ(input_kept.exit_code, 2) << input_kept.err;
+  EXPECT_NE(input_kept.err.find("--out avg_in.bin is the same file as the checkpoint input "
+                                "avg_in.bin"),
+            std::string::npos)
+      << input_kept.err;
+  EXPECT_EQ(read_file(dir + "/avg_in.bin"), before);
+  write_file(dir + "/avg_out.bin", before);  // an existing file that is no input
+  const CliResult replaced = run_cli(
+      {"average", "avg_in.bin", "ck_good/checkpoint.bin", "--out", "avg_out.bin", "--overwrite"},
+      dir);
   ASSERT_EQ(replaced.exit_code, 0) << replaced.err;
-  EXPECT_NE(read_file(dir + "/avg_in.bin"), before) << "the average keeps no optimizer state";
+  EXPECT_NE(read_file(dir + "/avg_out.bin"), before) << "the average keeps no optimizer state";
   const CliResult decoded =
-      run_cli({"generate", "--model", "avg_in.bin", "--input", "今天", "--json"}, dir);
+      run_cli({"generate", "--model", "avg_out.bin", "--input", "今天", "--json"}, dir);
   EXPECT_EQ(decoded.exit_code, 0) << decoded.err;
 }
 
@@ -1779,6 +2010,172 @@ TEST(EvalCli, SubwordModelReadsTextThroughItsSentencePieceModel) {
     EXPECT_NEAR(j["loss"].get<double>(), want_loss, 1e-9 * std::abs(want_loss)) << model;
     EXPECT_NEAR(j["token_accuracy"].get<double>(), accuracy, 1e-12) << model;
   }
+}
+
+// ---- issue 38: outputs into devices and FIFOs, and failed writes to stdout ---------------------
+
+// Every command's output that is a file (or, for export and vocab, a file in --out), writing
+// into `d` (relative to the workspace); `node` is the path the case makes a device or FIFO.
+struct OutputCase {
+  std::string name;
+  std::vector<std::string> args;
+  std::string node;
+};
+
+std::vector<OutputCase> output_cases(const std::string& d) {
+  const std::string n = d + "/node";
+  const std::vector<std::string> gen = {"generate", "--model", "run/checkpoint.bin", "--input",
+                                        "今天"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& extra) {
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  return {
+      {"eval --out",
+       {"eval", "--model", "run/checkpoint.bin", "--data", "data/valid.tsv", "--out", n},
+       n},
+      {"average --out",
+       {"average", "run/checkpoint.bin", "ck_good/checkpoint.bin", "--out", n, "--overwrite"},
+       n},
+      {"export --out", {"export", "--model", "run/checkpoint.bin", "--out", d}, d + "/vocab.txt"},
+      {"vocab --out",
+       {"vocab", "--data", "data/train.tsv", "--out", d, "--size", "60"},
+       d + "/spm.vocab.tsv"},
+      {"generate --output", with(gen, {"--output", n}), n},
+      {"generate --trace", with(gen, {"--trace", n}), n},
+      {"walkthrough --trace", {"walkthrough", "--trace", n}, n},
+      {"walkthrough --out", {"walkthrough", "--embed-trace", d + "/t.json", "--out", n}, n},
+  };
+}
+
+// Makes a case's directory `d`, with the trace walkthrough --embed-trace reads.
+void prepare_output_case(const std::string& root, const std::string& d) {
+  write_file(root + "/" + d + "/t.json", R"({"format": "seqtape-trace"})");
+}
+
+// A character device node of the test's own (the device of /dev/null: writes vanish) takes the
+// output's place: the command writes into it and leaves it a device. A save used to rename its
+// temp file over the node, leaving a regular file (as root, over /dev/null itself).
+TEST(OutputRule, WritesIntoACharacterDeviceWithoutReplacingIt) {
+  const std::string root = Workspace::get().dir();
+  const size_t cases = output_cases("x").size();
+  for (size_t i = 0; i < cases; ++i) {
+    const std::string d = "out_dev/" + std::to_string(i);
+    const OutputCase k = output_cases(d)[i];
+    SCOPED_TRACE(k.name);
+    prepare_output_case(root, d);
+    const std::string node = root + "/" + k.node;
+    if (::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0)
+      GTEST_SKIP() << "mknod needs root: " << std::strerror(errno);
+    const CliResult r = run_cli(k.args, root);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    struct stat st {};
+    ASSERT_EQ(::lstat(node.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISCHR(st.st_mode)) << k.node << " is no longer a character device";
+  }
+}
+
+// Reads a FIFO until its writer closes it (after writing something) or `deadline` passes, so
+// that a command which never opens the FIFO cannot hang the test.
+class FifoReader {
+ public:
+  explicit FifoReader(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC)), thread_([this] { run(); }) {}
+  ~FifoReader() { finish(); }
+  // Stops waiting `grace` after now, and returns what was read.
+  std::string finish(std::chrono::milliseconds grace = std::chrono::milliseconds(2000)) {
+    if (thread_.joinable()) {
+      stop_at_ = std::chrono::steady_clock::now() + grace;
+      thread_.join();
+      if (fd_ >= 0) ::close(fd_);
+    }
+    return got_;
+  }
+
+ private:
+  void run() {
+    char buf[65536];
+    for (;;) {
+      if (std::chrono::steady_clock::now() > stop_at_.load()) return;
+      pollfd p{fd_, POLLIN, 0};
+      ::poll(&p, 1, 50);
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n > 0) got_.append(buf, static_cast<size_t>(n));
+      if (n == 0 && !got_.empty()) return;  // the writer wrote and closed
+      if (n <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  int fd_;
+  std::string got_;
+  std::atomic<std::chrono::steady_clock::time_point> stop_at_{std::chrono::steady_clock::now() +
+                                                              std::chrono::seconds(300)};
+  std::thread thread_;
+};
+
+// A FIFO in the output's place gets the output, read by another thread, and stays a FIFO.
+TEST(OutputRule, WritesIntoAFifoWithoutReplacingIt) {
+  const std::string root = Workspace::get().dir();
+  const size_t cases = output_cases("x").size();
+  for (size_t i = 0; i < cases; ++i) {
+    const std::string d = "out_fifo/" + std::to_string(i);
+    const OutputCase k = output_cases(d)[i];
+    SCOPED_TRACE(k.name);
+    prepare_output_case(root, d);
+    const std::string node = root + "/" + k.node;
+    ASSERT_EQ(::mkfifo(node.c_str(), 0644), 0) << std::strerror(errno);
+    FifoReader reader(node);
+    const CliResult r = run_cli(k.args, root);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string got = reader.finish();
+    EXPECT_FALSE(got.empty()) << "nothing was written into the FIFO";
+    struct stat st {};
+    ASSERT_EQ(::lstat(node.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << k.node << " is no longer a FIFO";
+  }
+}
+
+// Results that cannot be delivered (stdout on /dev/full) fail the command with exit 3 naming
+// stdout; eval --json and walkthrough used to exit 0.
+TEST(OutputRule, AFailedWriteToStdoutExits3NamingIt) {
+  const std::string root = Workspace::get().dir();
+  const TempDir errs("stdout_full");
+  const std::vector<std::vector<std::string>> commands = {
+      {"eval", "--model", "run/checkpoint.bin", "--data", "data/valid.tsv", "--json"},
+      {"eval", "--copy-baseline", "--data", "data/valid.tsv"},
+      {"walkthrough", "--f15"},
+      {"generate", "--model", "run/checkpoint.bin", "--input", "今天"},
+      {"export", "--model", "run/checkpoint.bin", "--out", "full/export"},
+      {"average", "run/checkpoint.bin", "ck_good/checkpoint.bin", "--out", "full/avg.bin",
+       "--overwrite"},
+      {"vocab", "--data", "data/train.tsv", "--out", "full/vocab", "--size", "60", "--overwrite"},
+      {"gen-copy", "--out", "full/copy", "--train", "5", "--valid", "2"},
+  };
+  fs::create_directories(fs::path(root) / "full");
+  for (const auto& args : commands) {
+    SCOPED_TRACE(args[0] + " " + args[1]);
+    const std::string err = errs.file("err");
+    const int code = wait_child(spawn_cli(args, root, "/dev/full", err));
+    const std::string text = read_file(err);
+    EXPECT_EQ(code, 3) << text;
+    EXPECT_NE(text.find("seqtape: error: stdout: writing the results failed"), std::string::npos)
+        << text;
+  }
+}
+
+// An endless line on stdin (/dev/zero: no newline ever) stops at the line bound; it used to be
+// read until the memory ran out (here the 4 GiB address-space limit).
+TEST(GenerateCli, AnEndlessStdinLineStopsAtTheLineBound) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of shadow address space: no ulimit -v";
+#endif
+  const TempDir io("endless");
+  const pid_t pid = spawn_cli({"generate", "--model", "run/checkpoint.bin"}, Workspace::get().dir(),
+                              io.file("out"), io.file("err"), "/dev/zero", 4L << 20);
+  const int code = wait_child(pid);
+  const std::string err = read_file(io.file("err"));
+  EXPECT_EQ(code, 3) << err;
+  EXPECT_NE(err.find("stdin:1: the line is longer than 1048576 bytes"), std::string::npos) << err;
 }
 
 }  // namespace
