@@ -9,6 +9,7 @@
 #include "autograd/profile.h"
 #include "cli/commands.h"
 #include "cli/config_flags.h"
+#include "cli/output_paths.h"
 #include "nn/memory_budget.h"
 #include "train/envelope.h"
 #include "train/trainer.h"
@@ -218,6 +219,22 @@ std::string rank_prefix(const Communicator& comm) {
 
 int train_and_report(const TrainArgs& a, const TrainOptions& o);
 
+// The files a run writes into --out (and --overwrite replaces) are never its --data or --valid.
+// (--vocab and --config are written back there with what was read from them.)
+void check_train_outputs(const TrainOptions& o) {
+  namespace fs = std::filesystem;
+  const std::vector<FlagPath> inputs = {{"--data", o.data}, {"--valid", o.valid_data}};
+  std::vector<std::string> names = {"checkpoint.bin", "best.bin",    "config.json", "vocab.txt",
+                                    "spm.model",      "metrics.csv", "loss.svg"};
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(o.out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("checkpoint-") && name.ends_with(".bin")) names.push_back(name);
+  }
+  for (const std::string& name : names)
+    check_not_an_input({"--out", (fs::path(o.out_dir) / name).string()}, inputs);
+}
+
 int run_train(TrainArgs& a) {
   TrainOptions o = a.o;
   if (!a.time_limit.empty()) o.time_limit = parse_duration(a.time_limit);
@@ -236,6 +253,7 @@ int run_train(TrainArgs& a) {
   if (o.patience < 0 || o.keep_last < 0)
     throw UsageError("--patience and --keep-last must be >= 0");
   if (o.resume && o.overwrite) throw UsageError("give --resume or --overwrite, not both");
+  check_train_outputs(o);
   if (const std::string p = best_metric_problem(o); !p.empty()) throw UsageError(p);
   if (!(a.bucket_mb > 0 && a.bucket_mb <= 1024))
     throw UsageError("--bucket-mb must be a size in MiB in (0, 1024] (got " +

@@ -218,6 +218,9 @@ class Workspace {
     symlink("checkpoint.bin", "o/a2/link");
     put("o/x1/model.safetensors", good);
     hard_link("o/x2/checkpoint.bin", "o/x2/out/config.json");
+    put("o/t1/metrics.csv", read_file(dir_.file("data/train.tsv")));
+    put("o/t2/valid.tsv", valid);
+    hard_link("o/t2/valid.tsv", "o/t2/checkpoint-4.bin");
     put("o/v1/spm.vocab.tsv", read_file(dir_.file("data/train.tsv")));
     put("o/v2/train.tsv", read_file(dir_.file("data/train.tsv")));
     fs::create_directories(dir_.path() / "o/v2/out");
@@ -1373,6 +1376,16 @@ const std::vector<Row>& rows() {
        {"walkthrough", "--trace", "data"},
        kUsage,
        {"--trace data is a directory"}},
+      {"train_out_holds_data",
+       "train --data is the metrics.csv of its own --out, with --overwrite",
+       train_with({"--data", "o/t1/metrics.csv", "--out", "o/t1", "--overwrite"}),
+       kUsage,
+       {"--out o/t1/metrics.csv is the same file as the --data input o/t1/metrics.csv"}},
+      {"train_out_checkpoint_is_valid",
+       "train --valid is a hard link to a checkpoint-N.bin in its --out, with --overwrite",
+       train_with({"--valid", "o/t2/valid.tsv", "--out", "o/t2", "--overwrite"}),
+       kUsage,
+       {"--out o/t2/checkpoint-4.bin is the same file as the --valid input o/t2/valid.tsv"}},
       // ---- issue 38: bounded input, clear messages ---------------------------------------------
       {"i38_input_file_dev_zero",
        "generate --input-file /dev/zero (a device that never ends)",
