@@ -258,7 +258,7 @@ void check_resumed_record(Run& run) {
 void refuse_averaged(const Run& run) {
   const nlohmann::json m = nlohmann::json::parse(run.resumed.metrics_json, nullptr, false);
   if (!m.is_object() || !m.contains("averaged_from")) return;
-  fail(run.ckpt_path, "was written by `seqtape average` (the mean of " +
+  fail(run.ckpt_path, "was written by seqtape average (the mean of " +
                           std::to_string(m.at("averaged_from").size()) +
                           " checkpoints) and holds no optimizer state, so it cannot be resumed: "
                           "resume from one of the run's own checkpoints, or give the average to "

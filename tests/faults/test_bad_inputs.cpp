@@ -1417,7 +1417,7 @@ const std::vector<Row>& rows() {
        "--resume from a checkpoint written by seqtape average",
        resume_from("averaged"),
        kData,
-       {"ck_averaged/checkpoint.bin: was written by `seqtape average`", "no optimizer state",
+       {"ck_averaged/checkpoint.bin: was written by seqtape average", "no optimizer state",
         "resume from one of the run's own checkpoints"}},
       {"i38_export_linear_layout",
        "an export whose metadata says linear_layout out_in",
