@@ -296,8 +296,16 @@ void check_can_save(const std::string& path) {
   ::unlink(tmp.c_str());
 }
 
-void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
-  if (save_target(path) == SaveTarget::kStream) return write_stream(path, parts);
+void write_file_atomic(const std::string& link_or_path,
+                       const std::vector<std::string_view>& parts) {
+  if (save_target(link_or_path) == SaveTarget::kStream) return write_stream(link_or_path, parts);
+  // A symbolic link is followed: the file it names is replaced and the link stays a link (the
+  // rename would otherwise put a regular file in the link's place).
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::is_symlink(link_or_path, ec)
+                                         ? std::filesystem::canonical(link_or_path, ec)
+                                         : std::filesystem::path(link_or_path);
+  const std::string path = ec ? link_or_path : real.string();
   const std::filesystem::path target(path);
   const std::string dir =
       target.parent_path().empty() ? std::string(".") : target.parent_path().string();

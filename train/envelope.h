@@ -59,7 +59,10 @@ void write_envelope_atomic(const std::string& path, EnvelopeKind kind, uint32_t 
 // the complete new one, never a mix: the bytes go to "<path>.tmp.<pid>.<n>" in the same
 // directory, are fsync'ed, renamed over `path`, and the directory is fsync'ed. On any error
 // (short write, ENOSPC, failed fsync/rename) the temp file is removed, the previous file at
-// `path` is left untouched, and an Error naming the path and strerror is thrown.
+// `path` is left untouched, and an Error naming the path and strerror is thrown. A symbolic
+// link is followed (the file it names is replaced, the link stays); a character device or FIFO
+// is written into as it is (renaming over it would replace the node); a block device or socket
+// is refused.
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);
 
 // Throws the Error write_file_atomic(path, ...) would throw at its start (a missing or

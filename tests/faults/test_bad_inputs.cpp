@@ -2088,6 +2088,26 @@ TEST(OutputRule, WritesIntoACharacterDeviceWithoutReplacingIt) {
   }
 }
 
+// An output through a symbolic link replaces the file the link names; the link stays a link.
+// The atomic save used to rename its temp file over the link itself.
+TEST(OutputRule, WritesThroughASymbolicLinkAndKeepsIt) {
+  const std::string root = Workspace::get().dir();
+  const size_t cases = output_cases("x").size();
+  for (size_t i = 0; i < cases; ++i) {
+    const std::string d = "out_link/" + std::to_string(i);
+    const OutputCase k = output_cases(d)[i];
+    SCOPED_TRACE(k.name);
+    prepare_output_case(root, d);
+    const std::string node = root + "/" + k.node;
+    write_file(root + "/" + d + "/real", "old\n");
+    fs::create_symlink("real", node);
+    const CliResult r = run_cli(k.args, root);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(fs::is_symlink(node)) << k.node << " is no longer a symbolic link";
+    EXPECT_NE(read_file(root + "/" + d + "/real"), "old\n") << "the linked file was not written";
+  }
+}
+
 // Reads a FIFO until its writer closes it (after writing something) or `deadline` passes, so
 // that a command which never opens the FIFO cannot hang the test.
 class FifoReader {
