@@ -20,7 +20,7 @@ namespace {
 
 struct TrainArgs {
   TrainOptions o;
-  std::string config_file, preset = "default", optimizer = "adam", schedule = "constant";
+  std::string config_file, preset = "default", optimizer = "adam", schedule = "auto";
   ConfigFlags model_flags;  // --d-model, --heads, ...: one per field of nn/config.h's table
   double weight_decay = 0;
   CLI::Option *lr_o, *preset_o;
@@ -125,7 +125,21 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   a.lr_o = sub.add_option("--lr", a.o.schedule.lr, "learning rate (peak, with --warmup)")
                ->capture_default_str();
   sub.add_option("--warmup", a.o.schedule.warmup,
-                 "warmup steps, then inverse-square-root decay (0: constant)")
+                 "warmup steps (linear, from 0 to --lr), then the --schedule")
+      ->capture_default_str();
+  sub.add_option("--schedule", a.schedule,
+                 "learning rate after warmup: constant | inv-sqrt (inverse square root) | wsd "
+                 "(warmup-stable-decay: --lr, then a straight line to --min-lr over the last "
+                 "--decay-fraction of the budget) | cosine | linear (to --min-lr at the end of the "
+                 "budget). The budget is --steps or --epochs, else the --time-limit (wall clock, "
+                 "counted over --resume). auto: inv-sqrt with --warmup, constant without")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "constant", "inv-sqrt", "wsd", "cosine", "linear"}));
+  sub.add_option("--decay-fraction", a.o.schedule.decay_fraction,
+                 "wsd: the last fraction of the budget, in (0, 1], over which the rate decays")
+      ->capture_default_str();
+  sub.add_option("--min-lr", a.o.schedule.min_lr,
+                 "wsd, cosine, linear: the rate at the end of the budget, in [0, --lr]")
       ->capture_default_str();
   sub.add_option("--optimizer", a.optimizer, "sgd | momentum | adam | adamw")
       ->capture_default_str();
@@ -179,6 +193,11 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_option("--keep-last", a.o.keep_last,
                  "also keep the last N periodic checkpoints as checkpoint-STEP.bin (0: none)")
       ->capture_default_str();
+  sub.add_option("--average-last", a.o.average_last,
+                 "at the end, write average.bin, the mean of the weights of the last N "
+                 "checkpoint-STEP.bin (keeps at least N; see --save-every) (0: none)")
+      ->capture_default_str()
+      ->check(in_range(0, 1000000));
   sub.add_option("--matmul", a.matmul,
                  "library for the float matrix products: openblas, onednn, or auto (per shape, "
                  "whichever was faster when first timed in this process; not bit-reproducible "
@@ -247,7 +266,13 @@ int run_train(TrainArgs& a) {
     throw UsageError(e.what());
   }
   o.optim.weight_decay = a.weight_decay;
-  if (o.schedule.warmup > 0) o.schedule.kind = LrSchedule::Kind::WarmupInvSqrt;
+  o.schedule.kind = a.schedule == "auto" ? (o.schedule.warmup > 0 ? LrSchedule::Kind::WarmupInvSqrt
+                                                                  : LrSchedule::Kind::Constant)
+                                         : parse_schedule(a.schedule);
+  if (!(o.schedule.decay_fraction > 0 && o.schedule.decay_fraction <= 1))
+    throw UsageError("--decay-fraction must be in (0, 1]");
+  if (!(o.schedule.min_lr >= 0 && o.schedule.min_lr <= o.schedule.lr))
+    throw UsageError("--min-lr must be in [0, --lr]");
   if (a.no_progress) o.progress = 0;
   o.too_long = parse_too_long(a.too_long);
   if (o.patience < 0 || o.keep_last < 0)
@@ -374,7 +399,9 @@ void register_train(CLI::App& app, Runner& run) {
       "5000 --out runs/sp\n"
       "  seqtape train --data train.tsv --too-long skip --steps 1000 --out runs/b   skip examples "
       "longer than max_positions\n"
-      "  seqtape train --data train.tsv --steps 2000 --out runs/a --resume     continue runs/a");
+      "  seqtape train --data train.tsv --steps 2000 --out runs/a --resume     continue runs/a\n"
+      "  seqtape train --data train.tsv --time-limit 30m --warmup 400 --schedule wsd --out runs/w"
+      "   decay to --min-lr as the 30 minutes run out");
   sub->callback([&run, a] { run = [a] { return run_train(*a); }; });
 }
 

@@ -6,6 +6,7 @@
 #include <istream>
 #include <limits>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
 #include <streambuf>
@@ -339,6 +340,47 @@ void check_finite(const Tensor& t, const std::string& name, const std::string& w
 
 void check_finite(const std::vector<NamedTensor>& ts, const std::string& where, const char* what) {
   for (const NamedTensor& t : ts) check_finite(t.value, t.name, where, what);
+}
+
+Checkpoint average_checkpoints(const std::vector<std::string>& paths) {
+  if (paths.empty()) fail("average", "no checkpoint to average");
+  Checkpoint first = load_checkpoint(paths[0]);
+  std::vector<std::vector<double>> sums;
+  for (const NamedTensor& t : first.params) sums.push_back(t.value.to_vector());
+  int64_t last_step = first.step;
+  for (size_t k = 1; k < paths.size(); ++k) {
+    const std::string& path = paths[k];
+    const Checkpoint c = load_checkpoint(path);
+    if (c.config_json != first.config_json)
+      fail(path, "has another model configuration than " + paths[0] +
+                     "; only checkpoints of one run (or one configuration) can be averaged");
+    if (c.vocab != first.vocab) fail(path, "has another vocabulary than " + paths[0]);
+    if (c.params.size() != first.params.size())
+      fail(path, "has " + std::to_string(c.params.size()) + " parameters, " + paths[0] + " has " +
+                     std::to_string(first.params.size()));
+    for (size_t i = 0; i < c.params.size(); ++i) {
+      const NamedTensor& t = c.params[i];
+      const NamedTensor& f = first.params[i];
+      if (t.name != f.name || t.value.shape() != f.value.shape())
+        fail(path, "parameter " + std::to_string(i) + " is " + t.name + " " +
+                       shape_str(t.value.shape()) + ", in " + paths[0] + " " + f.name + " " +
+                       shape_str(f.value.shape()));
+      const std::vector<double> v = t.value.to_vector();
+      for (size_t j = 0; j < v.size(); ++j) sums[i][j] += v[j];
+    }
+    last_step = std::max(last_step, c.step);
+  }
+  const double n = static_cast<double>(paths.size());
+  for (size_t i = 0; i < first.params.size(); ++i) {
+    Tensor avg = Tensor::zeros(first.params[i].value.shape(), first.params[i].value.dtype());
+    for (size_t j = 0; j < sums[i].size(); ++j) avg.set(static_cast<int64_t>(j), sums[i][j] / n);
+    first.params[i].value = avg;
+  }
+  first.optimizer_state.clear();
+  first.step = last_step;
+  first.loader_state_json = "{}";
+  first.metrics_json = nlohmann::json{{"averaged_from", paths}}.dump();
+  return first;
 }
 
 }  // namespace seqtape

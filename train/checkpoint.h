@@ -78,6 +78,12 @@ Checkpoint load_checkpoint(const std::string& path);
 // that names a run (generate, eval, serve, export) reads.
 std::string run_checkpoint(const std::string& path);
 
+// The element-wise mean of the parameters of checkpoints of one run (as fairseq's
+// average_checkpoints.py and Marian do), at the newest one's step, without optimizer or loader
+// state: it does not resume. Every checkpoint must have the first one's configuration,
+// vocabulary and parameters (else an Error naming the file). At least one path.
+Checkpoint average_checkpoints(const std::vector<std::string>& paths);
+
 // The complete file bytes (envelope included) that save_checkpoint writes.
 std::string checkpoint_to_bytes(const Checkpoint& ckpt);
 // Parses complete file bytes; `name` stands for the path in error messages.

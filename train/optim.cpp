@@ -232,11 +232,41 @@ void Optimizer::load_state(const std::vector<NamedTensor>& state, int64_t steps)
   t_ = steps;
 }
 
-double LrSchedule::at(int64_t step) const {
-  if (kind == Kind::Constant || warmup <= 0) return lr;
+double LrSchedule::at(int64_t step, double fraction) const {
   const double s = static_cast<double>(std::max<int64_t>(step, 1));
   const double w = static_cast<double>(warmup);
-  return lr * std::min(s / w, std::sqrt(w / s));
+  if (kind == Kind::Constant || (kind == Kind::WarmupInvSqrt && warmup <= 0)) return lr;
+  if (kind == Kind::WarmupInvSqrt) return lr * std::min(s / w, std::sqrt(w / s));
+  const double f = std::clamp(fraction, 0.0, 1.0);
+  double base = lr;
+  if (kind == Kind::Linear) base = min_lr + (lr - min_lr) * (1 - f);
+  if (kind == Kind::Cosine) base = min_lr + (lr - min_lr) * 0.5 * (1 + std::cos(M_PI * f));
+  if (kind == Kind::Wsd && f > 1 - decay_fraction)
+    base = min_lr + (lr - min_lr) * (1 - f) / decay_fraction;
+  // Warmup scales the whole curve, so that a short budget still ends at min_lr.
+  return warmup > 0 && s < w ? min_lr + (base - min_lr) * (s / w) : base;
+}
+
+namespace {
+constexpr std::pair<LrSchedule::Kind, const char*> kScheduleNames[] = {
+    {LrSchedule::Kind::Constant, "constant"},
+    {LrSchedule::Kind::WarmupInvSqrt, "inv-sqrt"},
+    {LrSchedule::Kind::Wsd, "wsd"},
+    {LrSchedule::Kind::Cosine, "cosine"},
+    {LrSchedule::Kind::Linear, "linear"}};
+}  // namespace
+
+LrSchedule::Kind parse_schedule(const std::string& name) {
+  for (const auto& [k, n] : kScheduleNames)
+    if (name == n) return k;
+  fail("schedule", "unknown learning-rate schedule '" + name +
+                       "' (expected constant, inv-sqrt, wsd, cosine or linear)");
+}
+
+std::string schedule_name(LrSchedule::Kind k) {
+  for (const auto& [kind, n] : kScheduleNames)
+    if (kind == k) return n;
+  return "?";
 }
 
 double grad_global_norm(const NamedParams& params) {

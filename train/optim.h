@@ -52,14 +52,30 @@ class Optimizer {
   int64_t t_ = 0;
 };
 
-// Learning rate at a step (1-based): constant, or linear warmup then inverse square root
-// decay (the Transformer schedule, peaking at `lr` after `warmup` steps).
+// Learning rate at a step (1-based) and a fraction of the run's budget used (0 at the start, 1
+// when the steps or the --time-limit run out; see the trainer). Constant and WarmupInvSqrt (linear
+// warmup then inverse square root decay, the Transformer schedule, peaking at `lr` after `warmup`
+// steps) ignore the fraction; the budget schedules warm up linearly over `warmup` steps and then
+// follow the fraction down to `min_lr`, so that a run keyed to a time budget reaches its floor when
+// the time runs out, as Cramming (Geiping & Goldstein, 2022) does:
+//   Wsd     warmup-stable-decay: `lr` until the last `decay_fraction` of the budget, then a
+//           straight line down to min_lr
+//   Cosine  half a cosine from `lr` at fraction 0 to min_lr at fraction 1
+//   Linear  a straight line from `lr` at fraction 0 to min_lr at fraction 1
 struct LrSchedule {
-  enum class Kind { Constant, WarmupInvSqrt } kind = Kind::Constant;
+  enum class Kind { Constant, WarmupInvSqrt, Wsd, Cosine, Linear } kind = Kind::Constant;
   double lr = 1e-3;
   int64_t warmup = 0;
-  double at(int64_t step) const;
+  double decay_fraction = 0.2;  // Wsd
+  double min_lr = 0;            // Wsd, Cosine, Linear
+  double at(int64_t step, double fraction = 0) const;
+  bool uses_budget() const {
+    return kind == Kind::Wsd || kind == Kind::Cosine || kind == Kind::Linear;
+  }
 };
+// "constant" | "inv-sqrt" | "wsd" | "cosine" | "linear"; an Error naming the choices otherwise.
+LrSchedule::Kind parse_schedule(const std::string& name);
+std::string schedule_name(LrSchedule::Kind k);
 
 // Global L2 norm of all gradients. Throws an Error naming the first parameter with a
 // non-finite gradient.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -66,7 +67,36 @@ struct Run {
   // The best evaluation so far by --best-metric, and evaluations since it improved.
   double best_value = 0;
   int64_t best_step = -1, bad_evals = 0;
+  // Training time: before this process (the checkpoint's, when resuming) and since the step loop
+  // started; --time-limit and the budget schedules count both.
+  double seconds_before = 0;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  double last_step_seconds = 0;
+  double fraction = 0;  // of the budget, at the latest step (budget_fraction)
 };
+
+double run_seconds(const Run& run) {
+  return run.seconds_before +
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - run.started).count();
+}
+
+// How much of the run's budget is used when the coming step ends: of the steps when the run has
+// a step total (deterministic, whatever --time-limit says), else of the --time-limit, predicting
+// the step's end from the previous step's duration so that the last step lands on the floor
+// (never less than at the step before, which a short step after a long one would predict).
+double budget_fraction(Run& run, const TrainOptions& opt, int64_t step) {
+  if (!opt.schedule.uses_budget()) return 0;
+  if (run.until_time_limit) {
+    double f = std::min(1.0, (run_seconds(run) + run.last_step_seconds) / opt.time_limit);
+    if (run.comm->size() > 1) {  // every rank steps with rank 0's learning rate
+      if (!run.lead) f = 0;
+      run.comm->sum(&f, 1, "agreeing on the learning rate");
+    }
+    return run.fraction = std::max(run.fraction, f);
+  }
+  if (run.total_steps <= 1) return 1.0;
+  return static_cast<double>(step - 1) / static_cast<double>(run.total_steps - 1);
+}
 
 nlohmann::json loader_state_json(const LoaderState& s) {
   nlohmann::json j = {
@@ -250,6 +280,8 @@ void check_resumed_record(Run& run) {
     run.best_step = b.value("step", int64_t{-1});
     run.bad_evals = b.value("bad_evals", int64_t{0});
   }
+  // Checkpoints written before the time was kept resume with a fresh --time-limit, as they did.
+  run.seconds_before = stored.value("seconds", 0.0);
 }
 
 // `seqtape average` writes the mean of several checkpoints' weights with a record naming them
@@ -487,7 +519,7 @@ Checkpoint checkpoint_of(const Run& run) {
   c.loader_state_json = loader_state_json(run.loader->state()).dump();
   c.tokenizer_kind = std::string(run.codec->kind());
   c.tokenizer_model = run.codec->model_bytes();
-  nlohmann::json m = {{"run", run.record}};
+  nlohmann::json m = {{"run", run.record}, {"seconds", run_seconds(run)}};
   if (run.best_step >= 0)
     m["best"] = {{"value", run.best_value}, {"step", run.best_step}, {"bad_evals", run.bad_evals}};
   c.metrics_json = m.dump();
@@ -514,10 +546,8 @@ void save_to(const Run& run, const std::string& path) {
   }
 }
 
-// checkpoint-STEP.bin beside checkpoint.bin, keeping the newest `keep` of them.
-void keep_last_checkpoints(const Run& run, int64_t keep) {
-  const fs::path dir = fs::path(run.ckpt_path).parent_path();
-  save_to(run, (dir / ("checkpoint-" + std::to_string(run.step) + ".bin")).string());
+// The checkpoint-STEP.bin files in `dir`, oldest first.
+std::vector<std::pair<int64_t, fs::path>> step_checkpoints(const fs::path& dir) {
   std::vector<std::pair<int64_t, fs::path>> found;
   std::error_code ec;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
@@ -525,6 +555,14 @@ void keep_last_checkpoints(const Run& run, int64_t keep) {
     if (const int64_t step = periodic_checkpoint_step(it->path().filename().string()); step >= 0)
       found.emplace_back(step, it->path());
   std::sort(found.begin(), found.end());
+  return found;
+}
+
+// checkpoint-STEP.bin beside checkpoint.bin, keeping the newest `keep` of them.
+void keep_last_checkpoints(const Run& run, int64_t keep) {
+  const fs::path dir = fs::path(run.ckpt_path).parent_path();
+  save_to(run, (dir / ("checkpoint-" + std::to_string(run.step) + ".bin")).string());
+  const std::vector<std::pair<int64_t, fs::path>> found = step_checkpoints(dir);
   for (size_t i = 0; i + static_cast<size_t>(keep) < found.size(); ++i) {
     std::error_code rm;
     fs::remove(found[i].second, rm);
@@ -534,7 +572,24 @@ void keep_last_checkpoints(const Run& run, int64_t keep) {
 void save_or_fail(Run& run, const TrainOptions& opt) {
   save_to(run, run.ckpt_path);
   run.last_saved = run.step;
-  if (opt.keep_last > 0) keep_last_checkpoints(run, opt.keep_last);
+  const int64_t keep = std::max(opt.keep_last, opt.average_last);
+  if (keep > 0) keep_last_checkpoints(run, keep);
+}
+
+// average.bin: the mean of the newest --average-last step checkpoints; returns its path.
+std::string write_average(const Run& run, const TrainOptions& opt, std::ostream& log) {
+  const fs::path dir = fs::path(run.ckpt_path).parent_path();
+  const std::vector<std::pair<int64_t, fs::path>> found = step_checkpoints(dir);
+  if (found.empty()) return "";  // resumed at its end by a run without --average-last
+  std::vector<std::string> paths;
+  for (size_t i = found.size() - std::min(found.size(), static_cast<size_t>(opt.average_last));
+       i < found.size(); ++i)
+    paths.push_back(found[i].second.string());
+  const std::string out = (dir / "average.bin").string();
+  save_checkpoint(out, average_checkpoints(paths));
+  log << "wrote " << out << ": the mean of " << paths.size() << " checkpoints (steps "
+      << found[found.size() - paths.size()].first << ".." << found.back().first << ")\n";
+  return out;
 }
 
 // The metrics --best-metric can keep best.bin by: each one's value, and whether lower is better.
@@ -639,7 +694,7 @@ StepStats train_step(Run& run, const TrainOptions& opt, const TrainingLog& tlog)
     }
   }
   for (auto& [n, p] : run.params) p.zero_grad();
-  s.lr = opt.schedule.at(s.step);
+  s.lr = opt.schedule.at(s.step, budget_fraction(run, opt, s.step));
   s.loss = 0;
   for (size_t k = 0; k < K; ++k) {
     const Batch& b = batches[k];
@@ -759,6 +814,8 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (opt.out_dir.empty()) fail("train", "no output directory (--out)");
   if (opt.batch < 1) fail("train", "batch size must be >= 1");
   if (opt.batch_tokens < 0) fail("train", "--batch-tokens must be >= 0 (0: batches of --batch)");
+  if (opt.keep_last < 0 || opt.average_last < 0)
+    fail("train", "--keep-last and --average-last must be >= 0");
   if (opt.accum < 1 || opt.accum > TrainOptions::kMaxAccum)
     fail("train", "--accum must be in [1, " + std::to_string(TrainOptions::kMaxAccum) + "], got " +
                       std::to_string(opt.accum));
@@ -784,8 +841,9 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (!matmul.note.empty()) out << matmul.note << "\n";
 
   const bool bar = lead && (opt.progress == 1 || (opt.progress == -1 && isatty(STDERR_FILENO)));
+  const double time_left = opt.time_limit - run.seconds_before;
   TrainingLog tlog(lead ? opt.out_dir : "", run.resuming, bar, opt.log_every, run.step + 1,
-                   run.total_steps, out, run.until_time_limit ? opt.time_limit : 0);
+                   run.total_steps, out, run.until_time_limit ? std::max(time_left, 1e-9) : 0);
   Tape::current().set_anomaly(opt.anomaly);
   TrainReport rep;
   rep.first_step = run.step + 1;
@@ -793,10 +851,19 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   rep.checkpoint = run.ckpt_path;
   rep.world_size = comm->size();
   const StopSignals signals;  // SIGINT/SIGTERM: save at the end of the step and stop
-  while (run.step < run.total_steps) {
+  if (opt.time_limit > 0 && time_left <= 0) {
+    out << "the run has trained " << run.seconds_before << " s, not less than --time-limit "
+        << opt.time_limit << " s: nothing to train (give a longer --time-limit to continue)\n";
+    rep.timed_out = true;
+  }
+  run.started = std::chrono::steady_clock::now();
+  while (run.step < run.total_steps && !rep.timed_out) {
     comm->set_step(run.step + 1);
+    const double step_began = run_seconds(run);
     const StepStats s = train_step(run, opt, tlog);
+    run.last_step_seconds = run_seconds(run) - step_began;
     rep.losses.push_back(s.loss);
+    rep.lrs.push_back(s.lr);
     tlog.step(s);
     if (opt.eval_every > 0 && s.step % opt.eval_every == 0 && s.step != run.total_steps) {
       if (lead) {
@@ -809,7 +876,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     if (lead && opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run, opt);
     if (opt.check_sync > 0 && s.step % opt.check_sync == 0) check_in_sync(run);
     rep.stop_signal = StopSignals::received();
-    bool time_up = opt.time_limit > 0 && tlog.seconds() >= opt.time_limit;
+    bool time_up = opt.time_limit > 0 && run_seconds(run) >= opt.time_limit;
     if (comm->size() > 1) {  // every rank stops after the same step: rank 0's clock, any signal
       double v[2] = {static_cast<double>(rep.stop_signal), lead && time_up ? 1.0 : 0.0};
       comm->sum(v, 2, "agreeing whether to stop");
@@ -837,6 +904,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     out << buf;
   }
   if (lead && run.last_saved != run.step) save_or_fail(run, opt);
+  if (lead && opt.average_last > 0 && run.step > 0) rep.average = write_average(run, opt, out);
   Tape::current().clear();
   if (!lead) {  // rank 0 evaluates and reports
     Tape::current().set_anomaly(false);

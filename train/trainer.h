@@ -51,6 +51,8 @@ struct TrainOptions {
   static constexpr int64_t kMaxAccum = 4096;
   DType dtype = DType::F32;  // of the model's parameters (float64 for the equivalence tests)
   OptimizerConfig optim;
+  // With a budget schedule (wsd, cosine, linear) the learning rate follows the fraction of the
+  // run's steps used, or of its time_limit when the run has no step total.
   LrSchedule schedule;
   double clip = 1.0;  // max global gradient norm; 0 disables clipping
   double label_smoothing = 0.0;
@@ -73,14 +75,18 @@ struct TrainOptions {
   int64_t eval_max = 500;  // examples decoded for exact match
   bool resume = false;
   bool overwrite = false;  // replace the run in out_dir (otherwise refused unless resuming)
-  double time_limit = 0;   // seconds of training (wall clock) before saving and stopping; 0 off
+  // Seconds of training (wall clock, counted over --resume: a checkpoint keeps the run's time)
+  // before saving and stopping; 0 off.
+  double time_limit = 0;
   // best.bin: the checkpoint at the best evaluation by this metric ("" none; loss, chrf, bleu,
   // exact, ter). patience: stop after this many evaluations without improvement (0 off).
   std::string best_metric;
   int64_t patience = 0;
   int64_t keep_last = 0;  // also keep the last N periodic checkpoints as checkpoint-STEP.bin
-  int progress = -1;      // -1: a progress bar when stderr is a terminal; 0 off; 1 on
-  bool anomaly = false;   // name the first op whose result went non-finite
+  // At the end, average.bin: the mean of the last N checkpoint-STEP.bin (at least N are kept).
+  int64_t average_last = 0;
+  int progress = -1;     // -1: a progress bar when stderr is a terminal; 0 off; 1 on
+  bool anomaly = false;  // name the first op whose result went non-finite
   // Test hook: called after each step's loss is known, before backward (may poison data).
   std::function<void(int64_t step, TransformerModel&)> before_backward;
 
@@ -99,12 +105,14 @@ struct TrainOptions {
 struct TrainReport {
   int64_t first_step = 0, last_step = 0;
   std::vector<double> losses;  // one per step run by this call
+  std::vector<double> lrs;     // the learning rate of each of those steps
   double seconds = 0;
   double tokens_per_second = 0;
   double padding_fraction = 0;  // of the batches' positions, over this call's steps
   EvalResult valid;
   bool valid_is_train = false;  // too little data to hold any out
   std::string checkpoint;
+  std::string average;         // average.bin, with average_last
   int stop_signal = 0;         // SIGINT/SIGTERM that stopped training (saved, not evaluated)
   bool timed_out = false;      // stopped by time_limit
   bool early_stopped = false;  // stopped by patience

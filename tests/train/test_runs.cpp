@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
@@ -344,6 +347,95 @@ TEST(BestCheckpoint, TimeLimitAloneRunsUntilTheLimit) {
   EXPECT_GT(rep.last_step, 1);
   EXPECT_LT(rep.last_step, TrainOptions::kMaxSteps);
   EXPECT_EQ(load_checkpoint((r.out / "checkpoint.bin").string()).step, rep.last_step);
+}
+
+// A budget schedule keyed to --steps: deterministic, and a resumed run continues it.
+TEST(BudgetSchedule, KeyedToStepsEndsAtTheFloorAndResumesTheSameCurve) {
+  CopyRun whole("wsd_whole"), parts("wsd_parts");
+  for (CopyRun* r : {&whole, &parts}) {
+    r->o.steps = 8;
+    r->o.schedule = {LrSchedule::Kind::Wsd, 3e-3, 2, 0.5, 1e-4};
+  }
+  const TrainReport all = whole.run(whole.o);
+  ASSERT_EQ(all.lrs.size(), 8u);
+  EXPECT_DOUBLE_EQ(all.lrs[1], 3e-3);      // end of warmup
+  EXPECT_DOUBLE_EQ(all.lrs[3], 3e-3);      // stable
+  EXPECT_LT(all.lrs[5], 3e-3);             // decaying
+  EXPECT_DOUBLE_EQ(all.lrs.back(), 1e-4);  // the floor at the last step
+  TrainOptions first = parts.o;
+  first.time_limit = 1e-9;  // stops after the first step, which it saves
+  EXPECT_EQ(parts.run(first).last_step, 1);
+  TrainOptions rest = parts.o;
+  rest.resume = true;
+  const TrainReport resumed = parts.run(rest);
+  ASSERT_EQ(resumed.lrs.size(), 7u);
+  EXPECT_EQ(resumed.lrs, std::vector<double>(all.lrs.begin() + 1, all.lrs.end()));
+  EXPECT_EQ(resumed.losses, std::vector<double>(all.losses.begin() + 1, all.losses.end()));
+}
+
+// Keyed to --time-limit alone: the rate follows the wall clock down to the floor, the checkpoint
+// keeps the run's time, and a run stopped half-way resumes where the curve was, for the time left.
+TEST(BudgetSchedule, KeyedToTheTimeLimitEndsAtTheFloorAndResumesMidCurve) {
+  CopyRun r("wsd_time");
+  TrainOptions o = r.o;
+  o.steps = 0;
+  o.time_limit = 1.0;
+  o.save_every = 0;
+  o.schedule = {LrSchedule::Kind::Linear, 3e-3, 0, 0.2, 1e-4};
+  const auto t0 = std::chrono::steady_clock::now();
+  o.before_backward = [t0](int64_t, TransformerModel&) {  // a Ctrl-C 60% into the budget
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(600)) ::raise(SIGINT);
+  };
+  const TrainReport first = r.run(o);
+  ASSERT_EQ(first.stop_signal, SIGINT);
+  ASSERT_GT(first.lrs.size(), 2u);
+  EXPECT_LT(first.lrs.back(), 0.5 * 3e-3);
+  const auto stored =
+      nlohmann::json::parse(load_checkpoint((r.out / "checkpoint.bin").string()).metrics_json);
+  EXPECT_GT(stored.at("seconds").get<double>(), 0.5);
+  TrainOptions again = o;
+  again.before_backward = nullptr;
+  again.resume = true;
+  const TrainReport rest = r.run(again);
+  EXPECT_TRUE(rest.timed_out);
+  ASSERT_FALSE(rest.lrs.empty());
+  EXPECT_LT(rest.lrs.front(), 0.5 * 3e-3);  // the curve goes on, not from the top
+  EXPECT_LT(rest.seconds, 0.7);             // only the time the budget has left
+  for (size_t i = 1; i < rest.lrs.size(); ++i) EXPECT_LE(rest.lrs[i], rest.lrs[i - 1]);
+  // The last step predicts its end from the one before, so it lands at (or within a step's
+  // share of the budget above) the floor.
+  EXPECT_LT(rest.lrs.back(), 1e-4 + 0.05 * (3e-3 - 1e-4));
+}
+
+// --average-last 3: average.bin holds the mean of the last three step checkpoints' weights.
+TEST(BestCheckpoint, AverageLastWritesTheMeanOfTheLastCheckpoints) {
+  CopyRun r("average");
+  TrainOptions o = r.o;
+  o.steps = 8;
+  o.save_every = 2;
+  o.average_last = 3;
+  const TrainReport rep = r.run(o);
+  EXPECT_EQ(rep.average, (r.out / "average.bin").string());
+  const Checkpoint avg = load_checkpoint((r.out / "average.bin").string());
+  EXPECT_EQ(avg.step, 8);
+  EXPECT_TRUE(avg.optimizer_state.empty());
+  std::vector<Checkpoint> last;
+  for (int step : {4, 6, 8})
+    last.push_back(
+        load_checkpoint((r.out / ("checkpoint-" + std::to_string(step) + ".bin")).string()));
+  EXPECT_FALSE(fs::exists(r.out / "checkpoint-2.bin"));  // at least 3 kept, no more
+  ASSERT_EQ(avg.params.size(), last[0].params.size());
+  for (size_t i = 0; i < avg.params.size(); ++i) {
+    const std::vector<double> got = avg.params[i].value.to_vector();
+    const std::vector<double> a = last[0].params[i].value.to_vector(),
+                              b = last[1].params[i].value.to_vector(),
+                              c = last[2].params[i].value.to_vector();
+    for (size_t j = 0; j < got.size(); ++j) {
+      const double want = (a[j] + b[j] + c[j]) / 3;
+      ASSERT_NEAR(got[j], want, 1e-6 * (1 + std::abs(want)))
+          << avg.params[i].name << "[" << j << "]";
+    }
+  }
 }
 
 TEST(BestCheckpoint, AMetricTheRunCannotComputeIsRefused) {

@@ -376,6 +376,28 @@ TEST(Optimizers, ScheduleWarmsUpThenDecaysAsInverseSqrt) {
   EXPECT_EQ(c.at(12345), 0.01);
 }
 
+// The budget schedules at chosen fractions of the budget: warmup by steps, then the curve.
+TEST(Optimizers, BudgetSchedulesReachTheirFloorAtTheEndOfTheBudget) {
+  LrSchedule w{LrSchedule::Kind::Wsd, 1e-3, 10, 0.25, 1e-5};
+  EXPECT_NEAR(w.at(1, 0.0), 1e-5 + (1e-3 - 1e-5) / 10, 1e-15);  // first warmup step
+  EXPECT_DOUBLE_EQ(w.at(10, 0.05), 1e-3);                       // end of warmup
+  EXPECT_DOUBLE_EQ(w.at(500, 0.75), 1e-3);                      // start of decay
+  EXPECT_NEAR(w.at(600, 0.875), 1e-5 + (1e-3 - 1e-5) / 2, 1e-15);
+  EXPECT_DOUBLE_EQ(w.at(700, 1.0), 1e-5);  // the floor, when the budget is used
+  EXPECT_DOUBLE_EQ(w.at(700, 1.5), 1e-5);  // and after it
+  EXPECT_DOUBLE_EQ(w.at(3, 1.0), 1e-5);    // a budget shorter than the warmup ends there too
+  LrSchedule c{LrSchedule::Kind::Cosine, 1e-3, 0, 0.2, 1e-4};
+  EXPECT_DOUBLE_EQ(c.at(1, 0.0), 1e-3);
+  EXPECT_NEAR(c.at(50, 0.5), 5.5e-4, 1e-15);
+  EXPECT_NEAR(c.at(99, 1.0), 1e-4, 1e-15);
+  LrSchedule l{LrSchedule::Kind::Linear, 1e-3, 0, 0.2, 0};
+  EXPECT_NEAR(l.at(7, 0.25), 7.5e-4, 1e-15);
+  EXPECT_EQ(l.at(9, 1.0), 0.0);
+  EXPECT_EQ(parse_schedule("wsd"), LrSchedule::Kind::Wsd);
+  EXPECT_EQ(schedule_name(LrSchedule::Kind::WarmupInvSqrt), "inv-sqrt");
+  EXPECT_THROW(parse_schedule("step"), Error);
+}
+
 TEST(Clipping, GlobalNormIsAtMostMaxNormAfterClipping) {
   NamedParams ps = one_param({0.f, 0.f, 0.f}, {3.f, 4.f, 12.f});  // norm 13
   NamedParams more = one_param({0.f}, {5.f});
