@@ -28,6 +28,7 @@ struct TrainArgs {
   bool profile = false;
   std::string too_long = "error";
   std::string time_limit;
+  std::string tokenizer;  // both sides, unless --src-tokenizer / --tgt-tokenizer say otherwise
   double bucket_mb = 4;
   bool no_overlap = false;
   double collective_timeout = 300;
@@ -274,6 +275,8 @@ int run_train(TrainArgs& a) {
   if (!(o.schedule.min_lr >= 0 && o.schedule.min_lr <= o.schedule.lr))
     throw UsageError("--min-lr must be in [0, --lr]");
   if (a.no_progress) o.progress = 0;
+  if (o.src_tokenizer.empty()) o.src_tokenizer = a.tokenizer;
+  if (o.tgt_tokenizer.empty()) o.tgt_tokenizer = a.tokenizer;
   o.too_long = parse_too_long(a.too_long);
   if (o.patience < 0 || o.keep_last < 0)
     throw UsageError("--patience and --keep-last must be >= 0");
@@ -381,6 +384,21 @@ void register_train(CLI::App& app, Runner& run) {
                   "written by `seqtape vocab` (a joint SentencePiece model, spm.model; the "
                   "checkpoint carries it) (default: characters of the data, with <pad> <bos> "
                   "<eos> <unk> <sep> first)");
+  const auto tokenizers = CLI::IsMember({"chars", "words", "spm"});
+  sub->add_option("--tokenizer", a->tokenizer,
+                  "how both sides' text becomes tokens: chars, words (whitespace-separated "
+                  "symbols, e.g. phonemes; output words joined by one space) or spm (the "
+                  "SentencePiece model of --vocab DIR) (default: spm with --vocab DIR, else chars)")
+      ->check(tokenizers);
+  sub->add_option("--src-tokenizer", o.src_tokenizer,
+                  "the source side's tokenizer (chars or words), overriding --tokenizer")
+      ->check(tokenizers);
+  sub->add_option("--tgt-tokenizer", o.tgt_tokenizer,
+                  "the target side's tokenizer (chars or words), overriding --tokenizer; e.g. "
+                  "--tgt-tokenizer words for grapheme-to-phoneme. The model shares one "
+                  "vocabulary: characters of the chars side, words of the words side; the "
+                  "checkpoint and exports keep the choice for generate, eval and serve")
+      ->check(tokenizers);
   sub->add_option("--out", o.out_dir, "output directory (checkpoint, metrics.csv, loss.svg)")
       ->required();
   a->preset_o =

@@ -56,9 +56,10 @@ ModelFiles read_export(const fs::path& dir) {
                              std::string(kJointModelFile) + " is missing");
     model_bytes = read_user_file(spm, "SentencePiece model", kMaxVocabBytes);
     where = spm;
-  } else if (kind == kCharsCodec && has_spm) {
+  } else if (has_spm) {
     fail(dir.string(), "holds " + std::string(kJointModelFile) + ", but " + f.where +
-                           " says the model reads characters");
+                           " says the model reads " +
+                           (kind == kCharsCodec ? std::string("characters") : "'" + kind + "'"));
   }
   f.codec = codec_from_parts(kind, f.vocab, std::move(model_bytes), where);
   return f;

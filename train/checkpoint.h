@@ -17,7 +17,8 @@
 //   str  rng_state
 //   str  loader_state_json
 //   str  metrics_json
-//   str  tokenizer_kind    (version 2) "chars" or "sentencepiece" (train/text_codec.h)
+//   str  tokenizer_kind    (version 2) "chars", "sentencepiece", "words", or a tokenizer per
+//                          side as "<source>/<target>", e.g. "chars/words" (train/text_codec.h)
 //   str  tokenizer_model   (version 2) the SentencePiece model bytes; empty for "chars"
 //   (end of payload: trailing bytes are an error)
 //

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "train/envelope.h"
@@ -147,11 +148,23 @@ std::string pair_context(std::string_view name, const TextPair& p) {
 
 namespace {
 
+// A target through the target side's tokenizer (TextCodec::encode_target; one for both sides
+// with the character Tokenizer).
+template <class Tok>
+std::vector<int32_t> encode_target(const Tok& tok, std::string_view text,
+                                   const std::string& context) {
+  if constexpr (std::is_base_of_v<TextCodec, Tok>)
+    return tok.encode_target(text, context);
+  else
+    return tok.encode(text, context);
+}
+
 template <class Tok>
 Example encode_example_t(const Tok& tok, const TextPair& pair, std::string_view context) {
   const Vocab& v = tok.vocab();
   const std::vector<int32_t> src = tok.encode(pair.source, field_context(context, "source"));
-  const std::vector<int32_t> tgt = tok.encode(pair.target, field_context(context, "target"));
+  const std::vector<int32_t> tgt =
+      encode_target(tok, pair.target, field_context(context, "target"));
   Example e;
   e.enc = src;
   e.enc.push_back(v.eos_id());
@@ -167,7 +180,8 @@ LmExample encode_lm_example_t(const Tok& tok, const TextPair& pair, std::string_
   const Vocab& v = tok.vocab();
   const int32_t sep = v.sep_id();
   const std::vector<int32_t> src = tok.encode(pair.source, field_context(context, "source"));
-  const std::vector<int32_t> tgt = tok.encode(pair.target, field_context(context, "target"));
+  const std::vector<int32_t> tgt =
+      encode_target(tok, pair.target, field_context(context, "target"));
   LmExample e;
   e.tokens = src;
   e.tokens.push_back(sep);

@@ -27,6 +27,9 @@ const std::vector<TrainOption> kTrainOptions = {
   {"--valid", "data.valid", kKept, kAgree, [](const RunFacts& f) -> json { return f.valid; }},
   {"--vocab", "vocabulary", kKept, kAgree,
    [](const RunFacts& f) -> json { return f.vocabulary; }},
+  // How text becomes tokens on each side (a resume without these flags reads the checkpoint's).
+  {"--tokenizer/--src-tokenizer/--tgt-tokenizer", "tokenizer", kKept, kAgree,
+   [](const RunFacts& f) -> json { return f.tokenizer.empty() ? json() : json(f.tokenizer); }},
   {"--preset/--config", "model", kKept, kAgree, [](const RunFacts& f) { return f.model; }},
   {"--seed", "data.seed", kKept, kAgree, [](const RunFacts& f) -> json { return f.opt.seed; }},
   {"--valid-fraction", "data.valid_fraction", kKept, kAgree,
@@ -54,6 +57,12 @@ const std::vector<TrainOption> kTrainOptions = {
    [](const RunFacts& f) -> json { return f.opt.clip; }},
   {"--label-smoothing", "optimizer.label_smoothing", kKept, kAgree,
    [](const RunFacts& f) -> json { return f.opt.label_smoothing; }},
+  {"--schedule", "optimizer.schedule.kind", kKept, kAgree,
+   [](const RunFacts& f) -> json { return schedule_name(f.opt.schedule.kind); }},
+  {"--decay-fraction", "optimizer.schedule.decay_fraction", kKept, kAgree,
+   [](const RunFacts& f) -> json { return f.opt.schedule.decay_fraction; }},
+  {"--min-lr", "optimizer.schedule.min_lr", kKept, kAgree,
+   [](const RunFacts& f) -> json { return f.opt.schedule.min_lr; }},
   // No flags: set through the library (the tests).
   {"momentum", "optimizer.momentum", kKept, kAgree,
    [](const RunFacts& f) -> json { return f.opt.optim.momentum; }},
@@ -81,6 +90,8 @@ const std::vector<TrainOption> kTrainOptions = {
   {"--save-every", "", kFree, kAgree,
    [](const RunFacts& f) -> json { return f.opt.save_every; }},
   {"--keep-last", "", kFree, kAgree, [](const RunFacts& f) -> json { return f.opt.keep_last; }},
+  {"--average-last", "", kFree, kAgree,
+   [](const RunFacts& f) -> json { return f.opt.average_last; }},
   {"--patience", "", kFree, kAgree, [](const RunFacts& f) -> json { return f.opt.patience; }},
   {"--matmul", "", kFree, kAgree,
    [](const RunFacts& f) -> json { return kernels::matmul_backend_name(f.opt.matmul); }},
@@ -109,9 +120,9 @@ const std::vector<TrainOption>& train_options() {
   return kTrainOptions;
 }
 
-json option_values(const TrainOptions& opt, const json& model,
-                   const std::string& vocab_fingerprint) {
-  const RunFacts facts{opt, model, vocab_fingerprint, file_fingerprint(opt.data),
+json option_values(const TrainOptions& opt, const json& model, const std::string& vocab_fingerprint,
+                   const std::string& tokenizer) {
+  const RunFacts facts{opt, model, vocab_fingerprint, tokenizer, file_fingerprint(opt.data),
                        opt.valid_data.empty() ? "" : file_fingerprint(opt.valid_data)};
   json values = json::object();
   for (const TrainOption& row : train_options())

@@ -30,6 +30,7 @@ struct RunFacts {
   const TrainOptions& opt;
   nlohmann::json model;     // the model configuration with its vocab_size
   std::string vocabulary;   // fingerprint of the vocabulary's tokens
+  std::string tokenizer;    // the text codec's kind ("chars", "chars/words", ...); "": not given
   std::string data, valid;  // fingerprints of --data and --valid ("" without --valid)
 };
 
@@ -45,7 +46,8 @@ const std::vector<TrainOption>& train_options();
 
 // Every compared option's value, keyed by its row's flags; the data files are fingerprinted.
 nlohmann::json option_values(const TrainOptions& opt, const nlohmann::json& model,
-                             const std::string& vocab_fingerprint);
+                             const std::string& vocab_fingerprint,
+                             const std::string& tokenizer = "");
 
 // The kept options of `values`, nested by their keys, as stored in a checkpoint.
 nlohmann::json run_record(const nlohmann::json& values);

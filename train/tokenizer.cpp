@@ -292,12 +292,14 @@ bool Vocab::is_special(int32_t id) const {
 
 // ---- tokenizer ----------------------------------------------------------------------------
 
-Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
+Tokenizer::Tokenizer(Vocab vocab, bool single_characters) : vocab_(std::move(vocab)) {
   token_at_.push_back(-1);  // the root
   for (int32_t id = 0; id < vocab_.size(); ++id) {
     if (vocab_.is_special(id)) continue;
     const std::string& t = vocab_.token(id);
-    max_token_chars_ = std::max(max_token_chars_, utf8_decode(t, "token").size());
+    const size_t chars = utf8_decode(t, "token").size();
+    if (single_characters && chars != 1) continue;
+    max_token_chars_ = std::max(max_token_chars_, chars);
     uint64_t node = 0;
     for (unsigned char b : t) {
       auto [it, fresh] = child_.emplace(node << 8 | b, static_cast<int32_t>(token_at_.size()));

@@ -121,7 +121,9 @@ class Vocab {
 
 class Tokenizer {
  public:
-  explicit Tokenizer(Vocab vocab);
+  // single_characters: match only the tokens that are one character (the character side of a
+  // vocabulary shared with a side of words, whose words must not be matched inside text).
+  explicit Tokenizer(Vocab vocab, bool single_characters = false);
 
   // Longest match, left to right, over the non-special tokens. Text is plain: "<eos>" in the
   // text is five characters, never the special token. A character no token starts with maps to

@@ -132,10 +132,23 @@ int64_t longest_example(const std::vector<TextPair>& pairs, const ModelConfig& c
 
 // Vocabulary and configuration: from the checkpoint when resuming, else from the options.
 // The tokenizer the options name: a `seqtape vocab` directory (a joint SentencePiece model,
-// train/subword.h), a vocabulary file, or characters of the data.
+// train/subword.h), or characters or words per side over a vocabulary file or the data's.
 std::shared_ptr<const TextCodec> codec_from_options(const TrainOptions& opt,
                                                     const std::vector<TextPair>& pairs) {
-  if (!opt.vocab.empty() && fs::is_directory(opt.vocab)) {
+  const bool spm_dir = !opt.vocab.empty() && fs::is_directory(opt.vocab);
+  for (const auto& [flag, side] : {std::pair{"--src-tokenizer", &opt.src_tokenizer},
+                                   std::pair{"--tgt-tokenizer", &opt.tgt_tokenizer}}) {
+    if (spm_dir && !side->empty() && *side != "spm")
+      fail(opt.vocab, std::string("is a SentencePiece vocabulary (seqtape vocab), which reads both "
+                                  "sides, but ") +
+                          flag + " is " + *side);
+    if (!spm_dir && *side == "spm")
+      fail(std::string(flag),
+           "spm needs --vocab DIR written by seqtape vocab (a SentencePiece model for both "
+           "sides)" +
+               (opt.vocab.empty() ? std::string() : "; " + opt.vocab + " is a file"));
+  }
+  if (spm_dir) {
     const SubwordVocabs sv = load_subword_dir(opt.vocab);
     if (!sv.joint())
       fail(opt.vocab,
@@ -144,8 +157,18 @@ std::shared_ptr<const TextCodec> codec_from_options(const TrainOptions& opt,
            "(seqtape vocab without --separate)");
     return sv.source;
   }
-  return std::make_shared<const CharCodec>(opt.vocab.empty() ? build_vocab(pairs)
-                                                             : Vocab::load(opt.vocab));
+  const std::string kind = sided_kind(opt.src_tokenizer.empty() ? kCharsCodec : opt.src_tokenizer,
+                                      opt.tgt_tokenizer.empty() ? kCharsCodec : opt.tgt_tokenizer);
+  if (kind == kCharsCodec)
+    return std::make_shared<const CharCodec>(opt.vocab.empty() ? build_vocab(pairs)
+                                                               : Vocab::load(opt.vocab));
+  if (!opt.vocab.empty()) return codec_from_parts(kind, Vocab::load(opt.vocab), "", opt.vocab);
+  std::vector<std::string> sources, targets;
+  for (const TextPair& p : pairs) sources.push_back(p.source), targets.push_back(p.target);
+  const size_t slash = kind.find('/');
+  const std::string src = kind.substr(0, slash);
+  const std::string tgt = slash == std::string::npos ? src : kind.substr(slash + 1);
+  return codec_from_parts(kind, build_sided_vocab(src, sources, tgt, targets), "", opt.data);
 }
 
 void choose_vocab_and_config(const TrainOptions& opt, const std::vector<TextPair>& pairs,
@@ -177,13 +200,17 @@ void choose_vocab_and_config(const TrainOptions& opt, const std::vector<TextPair
 void record_run(const TrainOptions& opt, const std::vector<TextPair>& pairs, Run& run) {
   // Resuming without --vocab takes the checkpoint's tokenizer (the data's fingerprint still
   // guards the data); a --vocab given on resume must be the run's own.
-  const Vocab now_vocab =
-      !run.resuming || opt.vocab.empty() ? run.vocab : codec_from_options(opt, pairs)->vocab();
+  const bool chosen =
+      !opt.vocab.empty() || !opt.src_tokenizer.empty() || !opt.tgt_tokenizer.empty();
+  const std::shared_ptr<const TextCodec> now =
+      !run.resuming || !chosen ? run.codec : codec_from_options(opt, pairs);
+  const Vocab& now_vocab = now->vocab();
   ModelConfig now_cfg = run.resuming ? opt.model : run.cfg;
   now_cfg.vocab_size = static_cast<int64_t>(now_vocab.size());
   std::string tokens;
   for (const std::string& t : now_vocab.tokens()) tokens += t + "\n";
-  run.options = option_values(opt, now_cfg.to_json(), text_fingerprint(tokens));
+  run.options = option_values(opt, now_cfg.to_json(), text_fingerprint(tokens),
+                               std::string(now->kind()));
   run.record = run_record(run.options);
 }
 
@@ -462,7 +489,10 @@ void log_summary(const TrainOptions& opt, const Run& run, std::ostream& log) {
       << ", d_model " << cfg.d_model << ", heads " << cfg.n_heads << ", layers "
       << cfg.n_encoder_layers << "+" << cfg.n_decoder_layers << ", " << run.model->num_parameters()
       << " parameters; vocabulary " << run.vocab.size() << " tokens ("
-      << (run.codec->kind() == kSentencePieceCodec ? "SentencePiece" : "characters") << ")\n";
+      << (run.codec->kind() == kSentencePieceCodec ? "SentencePiece"
+          : run.codec->kind() == kCharsCodec       ? "characters"
+                                                   : std::string(run.codec->kind()))
+      << ")\n";
   log << "data: " << run.split.train.size() << " training examples, " << run.split.valid.size()
       << " validation"
       << (!run.valid_is_train ? ""

@@ -32,6 +32,10 @@ struct TrainOptions {
   std::string data;        // TSV of source<TAB>target
   std::string valid_data;  // optional TSV; otherwise held out of `data`
   std::string vocab;       // optional vocabulary file; otherwise built from the data
+  // The tokenizer of each side: "chars", "words" (whitespace-separated symbols, learned from the
+  // data), "spm" (--vocab DIR), or "" (spm with --vocab DIR, chars otherwise). The model shares
+  // one vocabulary between the sides: a side of chars matches only its one-character tokens.
+  std::string src_tokenizer, tgt_tokenizer;
   std::string out_dir;
   ModelConfig model;                    // vocab_size is filled from the vocabulary...
   bool model_vocab_size_given = false;  // ...and must equal it when this is set (--config)

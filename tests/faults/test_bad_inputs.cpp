@@ -93,6 +93,7 @@ class Workspace {
           texts.push_back(std::string(w) + " " + v);
       const SubwordTokenizer sp = SubwordTokenizer::train(texts, so, "texts");
       write_subword_dir(dir_.file("bad/spm_separate"), sp, &sp, false);
+      write_subword_dir(dir_.file("bad/spm_joint"), sp, nullptr, false);
     }
     put("bad/spm_garbage/spm.model", "this is not a SentencePiece model");
     // fuzz_subword's finding: the library's trie builder threw on a zero-length piece.
@@ -158,6 +159,9 @@ class Workspace {
     spm.tokenizer_kind = "sentencepiece";
     spm.tokenizer_model = "not a model";
     save_as("bad_spm", spm);
+    Checkpoint side = c;  // a tokenizer per side that no version writes
+    side.tokenizer_kind = "chars/phones";
+    save_as("bad_tokenizer_side", side);
 
     put("a_file", "not a directory\n");
     // An export whose metadata names a SentencePiece tokenizer, without its spm.model.
@@ -421,6 +425,21 @@ const std::vector<Row>& rows() {
        train_with({"--vocab", "bad/spm_separate"}),
        kData,
        {"bad/spm_separate", "separate source and target", "shares one embedding"}},
+      {"train_tokenizer_not_the_vocabularys",
+       "--tgt-tokenizer words with a SentencePiece --vocab directory (which reads both sides)",
+       train_with({"--vocab", "bad/spm_joint", "--tgt-tokenizer", "words"}),
+       kData,
+       {"bad/spm_joint", "SentencePiece vocabulary", "--tgt-tokenizer is words"}},
+      {"train_tokenizer_spm_without_model",
+       "--tokenizer spm with a vocabulary file, not a `seqtape vocab` directory",
+       train_with({"--vocab", "data/vocab.txt", "--tokenizer", "spm"}),
+       kData,
+       {"--src-tokenizer", "spm needs --vocab DIR", "data/vocab.txt is a file"}},
+      {"train_tokenizer_unknown",
+       "--tgt-tokenizer that does not exist",
+       train_with({"--tgt-tokenizer", "phones"}),
+       kUsage,
+       {"--tgt-tokenizer", "phones"}},
       {"train_vocab_bad_spm",
        "--vocab directory whose spm.model is not a SentencePiece model",
        train_with({"--vocab", "bad/spm_garbage"}),
@@ -969,6 +988,11 @@ const std::vector<Row>& rows() {
        generate_from("bad_spm"),
        kData,
        {"ck_bad_spm/checkpoint.bin"}},
+      {"generate_bad_tokenizer_side",
+       "checkpoint naming a tokenizer per side that does not exist",
+       generate_from("bad_tokenizer_side"),
+       kData,
+       {"ck_bad_tokenizer_side/checkpoint.bin", "unknown tokenizer 'phones'"}},
       {"generate_nan_weight",
        "checkpoint holding a NaN weight",
        generate_from("nan_weight"),

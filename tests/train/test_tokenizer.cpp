@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "train/dataset.h"
+#include "train/text_codec.h"
 #include "train/tokenizer.h"
 
 namespace seqtape {
@@ -273,6 +275,79 @@ TEST(Tokenizer, LongTokenKeepsEncodingLinearInLengthTimesLongestToken) {
   ASSERT_EQ(one.size(), 2u);
   EXPECT_EQ(one[0], 6);
   EXPECT_EQ(one[1], 4);
+}
+
+// ---- tokenizers per side (train/text_codec.h) -------------------------------------------------
+
+// A grapheme-to-phoneme vocabulary: the letters of the sources, the phonemes of the targets. The
+// phoneme "ae" is also two letters, so a character side must not read "ae" as one token.
+Vocab g2p_vocab() {
+  return build_sided_vocab("chars", {"cat", "maet"}, "words", {"k ae t", "m ae t"});
+}
+
+TEST(WordCodec, SplitsAtBlanksAndJoinsWithOneSpace) {
+  const Vocab v = g2p_vocab();
+  EXPECT_EQ(v.tokens(), (std::vector<std::string>{"<pad>", "<bos>", "<eos>", "<unk>", "<sep>", "a",
+                                                  "ae", "c", "e", "k", "m", "t"}));
+  const WordCodec w(v);
+  const std::vector<int32_t> ids = w.encode("  k\tae   t ", "t");
+  EXPECT_EQ(ids, (std::vector<int32_t>{*v.find("k"), *v.find("ae"), *v.find("t")}));
+  EXPECT_EQ(w.decode(ids, false), "k ae t");
+  EXPECT_EQ(w.encode(w.decode(ids, false), "t"), ids);  // round trip
+  EXPECT_TRUE(w.encode(" \t ", "t").empty());
+  // An unknown word, or one that spells a special name, is <unk>; decode names it.
+  EXPECT_EQ(w.encode("k zh <eos>", "t"),
+            (std::vector<int32_t>{*v.find("k"), *v.unk_id(), *v.unk_id()}));
+  // Streaming: token_text over the ids, <bos>/<eos> silent, gives decode's text.
+  const std::vector<int32_t> out = {v.bos_id(), ids[0], ids[1], ids[2], v.eos_id()};
+  std::string streamed;
+  bool first = true;
+  for (int32_t id : out) {
+    streamed += w.token_text(id, first);
+    if (!is_control_token(v, id)) first = false;
+  }
+  EXPECT_EQ(streamed, w.decode(out, false));
+  EXPECT_EQ(streamed, "k ae t");
+  EXPECT_EQ(w.max_token_chars(), 3u);  // "ae" and a space
+}
+
+TEST(WordCodec, AnUnknownWordWithoutUnkIsAnErrorNamingIt) {
+  const WordCodec w(Vocab::from_tokens({"<pad>", "<bos>", "<eos>", "k", "ae"}));
+  EXPECT_ERROR_HAS(w.encode("k ae zh", "data.tsv:7 (target)"),
+                   "data.tsv:7 (target): word 3 'zh' is not in the vocabulary");
+  EXPECT_ERROR_HAS(w.encode("k \xFF", "data.tsv:8"), "data.tsv:8: invalid UTF-8");
+}
+
+TEST(SidedCodec, EachSideReadsItsOwnWayOverOneVocabulary) {
+  const Vocab v = g2p_vocab();
+  const auto codec = codec_from_parts("chars/words", v, "", "test");
+  EXPECT_EQ(codec->kind(), "chars/words");
+  // The source: characters only, never the phoneme "ae".
+  EXPECT_EQ(codec->encode("maet", "s"),
+            (std::vector<int32_t>{*v.find("m"), *v.find("a"), *v.find("e"), *v.find("t")}));
+  EXPECT_EQ(codec->max_token_chars(), 1u);
+  // The target, and the output: words.
+  const std::vector<int32_t> tgt = codec->encode_target("m ae t", "t");
+  EXPECT_EQ(tgt, (std::vector<int32_t>{*v.find("m"), *v.find("ae"), *v.find("t")}));
+  EXPECT_EQ(codec->decode(tgt, false), "m ae t");
+  EXPECT_EQ(codec->token_text(*v.find("ae"), false), " ae");
+  // Training examples: the source as characters, the target as words.
+  const Example e = encode_example(*codec, {"maet", "m ae t", 1}, "data.tsv:1");
+  EXPECT_EQ(e.enc.size(), 5u);  // four letters and <eos>
+  EXPECT_EQ(e.labels,
+            (std::vector<int32_t>{*v.find("m"), *v.find("ae"), *v.find("t"), v.eos_id()}));
+  // The other way round, and one kind for both sides.
+  EXPECT_EQ(codec_from_parts("words/chars", v, "", "test")->encode_target("ae", "t"),
+            (std::vector<int32_t>{*v.find("a"), *v.find("e")}));
+  EXPECT_EQ(codec_from_parts("words", v, "", "test")->encode("ae", "s"),
+            (std::vector<int32_t>{*v.find("ae")}));
+  EXPECT_EQ(sided_kind("chars", "words"), "chars/words");
+  EXPECT_EQ(sided_kind("words", "words"), "words");
+  EXPECT_ERROR_HAS(sided_kind("chars", "spm"), "'spm' cannot be chosen for one side");
+  EXPECT_ERROR_HAS(codec_from_parts("chars/phones", v, "", "ck.bin"),
+                   "ck.bin: unknown tokenizer 'phones'");
+  EXPECT_ERROR_HAS(codec_from_parts("words", v, "xyz", "ck.bin"),
+                   "has no model, but 3 model bytes");
 }
 
 }  // namespace

@@ -1,0 +1,106 @@
+// A tokenizer per side through the real CLI: `train --tgt-tokenizer words` on a small
+// grapheme-to-phoneme set, then generate and eval read the choice back from the checkpoint,
+// its run directory and its export, reading sources as characters and writing phonemes
+// joined by one space.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fault_util.h"
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
+#include "train/tokenizer.h"
+
+namespace seqtape::faults {
+namespace {
+
+// Three-letter words over eight letters, each letter one phoneme (upper case, as in CMUdict).
+std::string g2p_tsv() {
+  const std::vector<std::pair<char, std::string>> sound = {{'a', "AE"}, {'b', "B"}, {'c', "K"},
+                                                           {'d', "D"},  {'g', "G"}, {'o', "AA"},
+                                                           {'s', "S"},  {'t', "T"}};
+  std::string tsv;
+  for (size_t i = 0; i < sound.size(); ++i)
+    for (size_t j = 0; j < sound.size(); j += 3)
+      for (size_t k = 1; k < sound.size(); k += 2) {
+        const auto& a = sound[i];
+        const auto& b = sound[j];
+        const auto& c = sound[k];
+        tsv += std::string{a.first, b.first, c.first} + "\t" + a.second + " " + b.second + " " +
+               c.second + "\n";
+      }
+  return tsv;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(TokenizerSides, WordsOnTheTargetSurviveCheckpointRunDirectoryAndExport) {
+  TempDir dir("tokenizer_sides");
+  write_file(dir.file("g2p.tsv"), g2p_tsv());
+  const CliResult tr =
+      run_cli({"train", "--data", "g2p.tsv", "--out", "run", "--preset", "seed", "--steps", "20",
+               "--lr", "0.01", "--tgt-tokenizer", "words", "--eval-max", "4", "--no-progress"},
+              dir.path().string());
+  ASSERT_EQ(tr.exit_code, 0) << tr.out << tr.err;
+  EXPECT_HAS(tr.out, "(chars/words)");
+  EXPECT_EQ(load_checkpoint(dir.file("run/checkpoint.bin")).tokenizer_kind, "chars/words");
+  const Vocab v = Vocab::load(dir.file("run/vocab.txt"));
+  EXPECT_TRUE(v.find("AE") && v.find("AA") && v.find("a") && v.find("o"));
+  EXPECT_FALSE(v.find("A"));  // no character of a phoneme: the targets are read as words
+
+  const CliResult ex = run_cli({"export", "--model", "run", "--out", "exp"}, dir.path().string());
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  EXPECT_EQ(read_safetensors(dir.file("exp/model.safetensors")).metadata.at("tokenizer"),
+            "chars/words");
+
+  std::string first_text;
+  for (const std::string model : {"run/checkpoint.bin", "run", "exp"}) {
+    const CliResult g = run_cli({"generate", "--model", model, "--input", "cab", "--json",
+                                 "--min-new", "5", "--max-new", "5"},
+                                dir.path().string());
+    ASSERT_EQ(g.exit_code, 0) << model << ": " << g.err;
+    const nlohmann::json j = nlohmann::json::parse(g.out);
+    EXPECT_EQ(j.at("unk").get<int64_t>(), 0) << model;  // the source read as characters
+    std::string joined;
+    for (int32_t id : j.at("tokens").get<std::vector<int32_t>>())
+      if (id != v.eos_id()) joined += (joined.empty() ? "" : " ") + v.token(id);
+    EXPECT_EQ(j.at("text").get<std::string>(), joined) << model;  // words, one space apart
+    if (first_text.empty()) first_text = joined;
+    EXPECT_EQ(joined, first_text) << model;
+  }
+
+  std::vector<std::string> hyps;
+  for (const std::string model : {"run", "exp"}) {
+    const std::string out = "hyp_" + std::string(model == "run" ? "run" : "exp") + ".txt";
+    const CliResult e =
+        run_cli({"eval", "--model", model, "--data", "g2p.tsv", "--out", out}, dir.path().string());
+    ASSERT_EQ(e.exit_code, 0) << model << ": " << e.err;
+    const std::string text = read_file(dir.file(out));
+    if (hyps.empty()) {
+      hyps = lines_of(text);
+    } else {
+      EXPECT_EQ(lines_of(text), hyps);  // the export decodes as the checkpoint does
+    }
+  }
+  ASSERT_FALSE(hyps.empty());
+  for (const std::string& h : hyps) {  // every hypothesis: vocabulary tokens, one space apart
+    std::istringstream words(h);
+    std::string rebuilt;
+    for (std::string w; words >> w;) {
+      EXPECT_TRUE(v.find(w)) << "'" << w << "' in '" << h << "'";
+      rebuilt += (rebuilt.empty() ? "" : " ") + w;
+    }
+    EXPECT_EQ(rebuilt, h);
+  }
+}
+
+}  // namespace
+}  // namespace seqtape::faults
