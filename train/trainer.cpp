@@ -702,6 +702,7 @@ double grad_norm_or_fail(const Run& run, const TrainingLog& tlog) {
 }
 
 StepStats train_step(Run& run, const TrainOptions& opt, const TrainingLog& tlog) {
+  const double began = run_seconds(run);
   StepStats s;
   s.step = ++run.step;
   profile::begin_step();  // a flag check unless `seqtape train --profile`
@@ -749,7 +750,18 @@ StepStats train_step(Run& run, const TrainOptions& opt, const TrainingLog& tlog)
   run.optimizer->step(s.lr, opt.clip > 0 ? clip_scale(s.grad_norm, opt.clip) : 1.0);
   profile::end_step();
   s.label_tokens = label_tokens;
+  run.last_step_seconds = run_seconds(run) - began;
   return s;
+}
+
+// Before the first step of a resumed run: true when its --time-limit is already used up. Starts
+// the run's clock.
+bool time_spent(Run& run, const TrainOptions& opt, std::ostream& out) {
+  run.started = std::chrono::steady_clock::now();
+  if (opt.time_limit <= 0 || run.seconds_before < opt.time_limit) return false;
+  out << "the run has trained " << run.seconds_before << " s, not less than --time-limit "
+      << opt.time_limit << " s: nothing to train (give a longer --time-limit to continue)\n";
+  return true;
 }
 
 // Rank 0's decision, on every rank (the others wait for it without a timeout: rank 0 may be
@@ -881,17 +893,10 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   rep.checkpoint = run.ckpt_path;
   rep.world_size = comm->size();
   const StopSignals signals;  // SIGINT/SIGTERM: save at the end of the step and stop
-  if (opt.time_limit > 0 && time_left <= 0) {
-    out << "the run has trained " << run.seconds_before << " s, not less than --time-limit "
-        << opt.time_limit << " s: nothing to train (give a longer --time-limit to continue)\n";
-    rep.timed_out = true;
-  }
-  run.started = std::chrono::steady_clock::now();
+  rep.timed_out = time_spent(run, opt, out);
   while (run.step < run.total_steps && !rep.timed_out) {
     comm->set_step(run.step + 1);
-    const double step_began = run_seconds(run);
     const StepStats s = train_step(run, opt, tlog);
-    run.last_step_seconds = run_seconds(run) - step_began;
     rep.losses.push_back(s.loss);
     rep.lrs.push_back(s.lr);
     tlog.step(s);
