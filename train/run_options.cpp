@@ -122,7 +122,11 @@ const std::vector<TrainOption>& train_options() {
 
 json option_values(const TrainOptions& opt, const json& model, const std::string& vocab_fingerprint,
                    const std::string& tokenizer) {
-  const RunFacts facts{opt, model, vocab_fingerprint, tokenizer, file_fingerprint(opt.data),
+  const RunFacts facts{opt,
+                       model,
+                       vocab_fingerprint,
+                       tokenizer,
+                       file_fingerprint(opt.data),
                        opt.valid_data.empty() ? "" : file_fingerprint(opt.valid_data)};
   json values = json::object();
   for (const TrainOption& row : train_options())

@@ -157,6 +157,11 @@ TEST(RunDir, ResumeRefusesEachKeptOptionNamingItAndBothValues) {
       {[](TrainOptions& o) { o.seed = 8; }, "--seed was 7, now 8"},
       {[](TrainOptions& o) { o.model.dropout = 0.2; },
        "--dropout (model dropout) was 0.0, now 0.2"},
+      {[](TrainOptions& o) { o.schedule.kind = LrSchedule::Kind::Wsd; },
+       "--schedule was \"constant\", now \"wsd\""},
+      {[](TrainOptions& o) { o.schedule.min_lr = 1e-4; }, "--min-lr was 0.0, now 0.0001"},
+      {[](TrainOptions& o) { o.tgt_tokenizer = "words"; },
+       "--tokenizer/--src-tokenizer/--tgt-tokenizer was \"chars\", now \"chars/words\""},
   };
   for (const auto& [change, named] : changes) {
     TrainOptions o = r.o;
