@@ -72,6 +72,9 @@ struct Run {
   double seconds_before = 0;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   double last_step_seconds = 0;
+  // Only a run under --time-limit keeps its training time in its checkpoints: the others'
+  // checkpoints stay the same bytes on every run of the same options.
+  bool keeps_seconds = false;
   double fraction = 0;  // of the budget, at the latest step (budget_fraction)
 };
 
@@ -269,6 +272,7 @@ void make_loader(const TrainOptions& opt, Run& run) {
   check_data(opt, run, data);
   run.loader = std::make_unique<DataLoader>(std::move(data), run.vocab.pad_id(), lopt);
   run.total_steps = opt.steps;
+  run.keeps_seconds = opt.time_limit > 0;
   if (run.total_steps <= 0 && opt.epochs <= 0 && opt.time_limit > 0) {
     run.total_steps = TrainOptions::kMaxSteps;  // until the time limit
     run.until_time_limit = true;
@@ -549,7 +553,8 @@ Checkpoint checkpoint_of(const Run& run) {
   c.loader_state_json = loader_state_json(run.loader->state()).dump();
   c.tokenizer_kind = std::string(run.codec->kind());
   c.tokenizer_model = run.codec->model_bytes();
-  nlohmann::json m = {{"run", run.record}, {"seconds", run_seconds(run)}};
+  nlohmann::json m = {{"run", run.record}};
+  if (run.keeps_seconds) m["seconds"] = run_seconds(run);
   if (run.best_step >= 0)
     m["best"] = {{"value", run.best_value}, {"step", run.best_step}, {"bad_evals", run.bad_evals}};
   c.metrics_json = m.dump();

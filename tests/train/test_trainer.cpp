@@ -167,6 +167,23 @@ TEST(Trainer, ResumeContinuesWithBitIdenticalLosses) {
                                 kernels::Precision::F32);
 }
 
+// The same options give the same checkpoint, byte for byte: nothing of the run's wall clock
+// (its training time is kept only under --time-limit, where it decides the run's length).
+TEST(Trainer, TheSameOptionsWriteTheSameCheckpointBytes) {
+  fs::path data = make_copy_data("same_bytes_data");
+  fs::path a = temp_dir("same_bytes_a"), b = temp_dir("same_bytes_b");
+  std::ostringstream log;
+  for (const fs::path& out : {a, b}) {
+    TrainOptions o = copy_options(data, out);
+    o.steps = 12;
+    train(o, log);
+  }
+  const std::string bytes = test_util::read_bytes((a / "checkpoint.bin").string());
+  EXPECT_FALSE(bytes.empty());
+  EXPECT_TRUE(bytes == test_util::read_bytes((b / "checkpoint.bin").string()));
+  for (auto d : {data, a, b}) fs::remove_all(d);
+}
+
 TEST(Trainer, ResumeIsBitIdenticalOnOneDnnAndInBf16) {
   const kernels::OneDnnInfo& info = kernels::onednn_info();
   if (!info.built) GTEST_SKIP() << "built without oneDNN";
