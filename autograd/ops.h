@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "autograd/rng.h"
 #include "autograd/tape.h"
-#include "autograd/tensor.h"
+#include "tensor/rng.h"
+#include "tensor/tensor.h"
 
 namespace seqtape {
 

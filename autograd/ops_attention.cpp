@@ -9,9 +9,9 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/kernels.h"
 #include "autograd/ops_util.h"
-#include "autograd/profile.h"
+#include "tensor/kernels.h"
+#include "tensor/profile.h"
 
 namespace seqtape {
 

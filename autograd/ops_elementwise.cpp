@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/kernels.h"
 #include "autograd/ops_util.h"
-#include "autograd/profile.h"
+#include "tensor/kernels.h"
+#include "tensor/profile.h"
 
 namespace seqtape {
 namespace detail {

@@ -2,9 +2,9 @@
 //
 // Dimension key: M rows of op(A), K the contracted size, N columns of op(B); A is stored
 // [M,K] (or [K,M] when trans_a), B is stored [K,N] (or [N,K] when trans_b).
-#include "autograd/kernels.h"
 #include "autograd/ops_util.h"
-#include "autograd/profile.h"
+#include "tensor/kernels.h"
+#include "tensor/profile.h"
 
 namespace seqtape {
 

@@ -6,10 +6,10 @@
 #include <limits>
 #include <type_traits>
 
-#include "autograd/kernels.h"
-#include "autograd/kernels_exp.h"
 #include "autograd/ops_util.h"
-#include "autograd/profile.h"
+#include "tensor/kernels.h"
+#include "tensor/kernels_exp.h"
+#include "tensor/profile.h"
 
 namespace seqtape {
 

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "autograd/ops_util.h"
-#include "autograd/profile.h"
+#include "tensor/profile.h"
 
 namespace seqtape {
 

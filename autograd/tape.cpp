@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "autograd/profile.h"
+#include "tensor/profile.h"
 
 namespace seqtape {
 

@@ -8,7 +8,7 @@
 // every other Var is the result of an op.
 
 #ifdef SEQTAPE_NO_TAPE
-#error "infer/ decodes without the tape: include autograd/tensor.h and autograd/kernels.h only"
+#error "infer/ and serve/ decode without the tape: use tensor/tensor.h, tensor/kernels.h"
 #endif
 
 #include <cstddef>
@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include "tensor/tensor.h"
 
 namespace seqtape {
 

@@ -31,13 +31,13 @@
 #include <memory>
 #include <string>
 
-#include "autograd/cpu_path.h"
-#include "autograd/kernels.h"
-#include "autograd/matmul_backend.h"
 #include "bench/bench_util.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/session.h"
+#include "tensor/cpu_path.h"
+#include "tensor/kernels.h"
+#include "tensor/matmul_backend.h"
 #include "train/trainer.h"
 
 namespace seqtape {

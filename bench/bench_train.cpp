@@ -17,11 +17,11 @@
 #include <map>
 #include <new>
 
-#include "autograd/matmul_backend.h"
 #include "autograd/ops.h"
-#include "autograd/profile.h"
 #include "bench/bench_util.h"
 #include "nn/loss.h"
+#include "tensor/matmul_backend.h"
+#include "tensor/profile.h"
 #include "train/flat_params.h"
 #include "train/optim.h"
 #include "train/trainer.h"
@@ -132,7 +132,7 @@ void train_step(Setup& s) {
 }
 
 // How a step's float products run: OpenBLAS float32 (the default), oneDNN float32, or bf16
-// operands on oneDNN (autograd/matmul_backend.h).
+// operands on oneDNN (tensor/matmul_backend.h).
 enum class Mode { OpenBLAS, OneDNN, BF16 };
 const Mode kModes[] = {Mode::OpenBLAS, Mode::OneDNN, Mode::BF16};
 const char* mode_suffix(Mode m) {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/kernels.h"
+#include "tensor/kernels.h"
 
 namespace seqtape::bench {
 

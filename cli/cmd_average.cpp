@@ -10,8 +10,8 @@
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
-#include "train/checkpoint.h"
-#include "train/envelope.h"
+#include "io/checkpoint.h"
+#include "io/envelope.h"
 
 namespace seqtape::cli {
 

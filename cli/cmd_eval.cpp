@@ -2,7 +2,7 @@
 // every line, then greedy or beam decodes of each source (consecutive lines with the same
 // source are one source with several references; infer's batched generate, --batch inputs at a
 // time, with a progress line on a terminal) scored against all its references by exact match,
-// chrF, BLEU and TER (as sacreBLEU computes them, train/metrics.h), WER, PER, the character
+// chrF, BLEU and TER (as sacreBLEU computes them, eval/metrics.h), WER, PER, the character
 // edit rate (CER) and the sequence error rate. --out writes the hypotheses, one per source in
 // data order.
 // --copy-baseline scores the sources themselves as hypotheses: the floor a model has to clear.
@@ -21,13 +21,13 @@
 #include "cli/commands.h"
 #include "cli/input_guards.h"
 #include "cli/output_paths.h"
+#include "eval/metrics.h"
 #include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
+#include "io/envelope.h"
 #include "train/dataset.h"
-#include "train/envelope.h"
 #include "train/evaluate.h"
-#include "train/metrics.h"
 #include "train/model_io.h"
 
 namespace seqtape::cli {

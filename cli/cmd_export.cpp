@@ -4,8 +4,8 @@
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
-#include "train/checkpoint.h"
-#include "train/export.h"
+#include "infer/export.h"
+#include "io/checkpoint.h"
 
 namespace seqtape::cli {
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "nn/memory_budget.h"
+#include "model/memory_budget.h"
 #include "train/copy_task.h"
 
 namespace seqtape::cli {

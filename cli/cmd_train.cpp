@@ -6,12 +6,12 @@
 #include <new>
 #include <nlohmann/json.hpp>
 
-#include "autograd/profile.h"
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "cli/output_paths.h"
-#include "nn/memory_budget.h"
-#include "train/envelope.h"
+#include "io/envelope.h"
+#include "model/memory_budget.h"
+#include "tensor/profile.h"
 #include "train/trainer.h"
 
 namespace seqtape::cli {
@@ -21,7 +21,7 @@ namespace {
 struct TrainArgs {
   TrainOptions o;
   std::string config_file, preset = "default", optimizer = "adam", schedule = "auto";
-  ConfigFlags model_flags;  // --d-model, --heads, ...: one per field of nn/config.h's table
+  ConfigFlags model_flags;  // --d-model, --heads, ...: one per field of model/config.h's table
   double weight_decay = 0;
   CLI::Option *lr_o, *preset_o;
   bool no_progress = false;

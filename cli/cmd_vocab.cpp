@@ -8,8 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
+#include "text/subword.h"
 #include "train/dataset.h"
-#include "train/subword.h"
 
 namespace seqtape::cli {
 

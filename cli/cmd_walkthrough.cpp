@@ -12,7 +12,7 @@
 #include "cli/output_paths.h"
 #include "reference/encdec.h"
 #include "reference/f15.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace seqtape::cli {
 

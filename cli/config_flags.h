@@ -1,12 +1,12 @@
 #pragma once
 // The `seqtape train` flags that override model-configuration fields: one flag per row of
-// config_fields() (nn/config.h) that names one, registered from that table.
+// config_fields() (model/config.h) that names one, registered from that table.
 
 #include <CLI/CLI.hpp>
 #include <deque>
 #include <string>
 
-#include "nn/config.h"
+#include "model/config.h"
 
 namespace seqtape::cli {
 

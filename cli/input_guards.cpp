@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "cli/commands.h"
-#include "nn/memory_budget.h"
-#include "train/tokenizer.h"
+#include "model/memory_budget.h"
+#include "text/tokenizer.h"
 
 namespace seqtape::cli {
 

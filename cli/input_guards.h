@@ -17,7 +17,7 @@ void check_stop_strings(const std::vector<std::string>& stops);
 // Refuses (Error "<doing>: too large for this machine: ...", exit 3) decoding `inputs` inputs
 // at once, the longest of `input_tokens` tokens, when the weights, the KV cache of their rows
 // (each input's beams or --num-samples draws, x length) and the logits need more memory than
-// is available (nn/memory_budget.h).
+// is available (model/memory_budget.h).
 void check_decoding_budget(const InferenceModel& model, size_t input_tokens,
                            const GenerateOptions& o, const std::string& doing = "generate",
                            size_t inputs = 1);

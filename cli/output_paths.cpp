@@ -7,9 +7,9 @@
 #include <cstring>
 #include <iostream>
 
-#include "autograd/tensor.h"
 #include "cli/commands.h"
 #include "infer/load.h"
+#include "tensor/tensor.h"
 
 namespace seqtape::cli {
 

@@ -8,9 +8,9 @@
 #include <new>
 #include <string>
 
-#include "autograd/tensor.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
+#include "tensor/tensor.h"
 
 namespace seqtape::cli {
 
@@ -31,7 +31,7 @@ int run_guarded(const std::string& doing, const Runner& run) {
     std::cerr << "seqtape: error: " << e.what() << "\n";
     return kDataError;
   } catch (const std::bad_alloc&) {
-    // What the memory budget check (nn/memory_budget.h) did not foresee: the input asked for
+    // What the memory budget check (model/memory_budget.h) did not foresee: the input asked for
     // more than the machine gives, which is the user's to change, not a bug.
     std::cerr << "seqtape: error: out of memory while running " << doing
               << " (use smaller sizes, or free memory)\n";

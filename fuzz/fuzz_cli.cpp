@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "nn/memory_budget.h"
+#include "model/memory_budget.h"
 
 namespace fs = std::filesystem;
 

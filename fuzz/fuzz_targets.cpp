@@ -10,13 +10,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "nn/config.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
+#include "io/envelope.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "text/subword.h"
+#include "text/tokenizer.h"
 #include "train/dataset.h"
-#include "train/envelope.h"
-#include "train/safetensors.h"
-#include "train/subword.h"
-#include "train/tokenizer.h"
 
 namespace seqtape::fuzz {
 

@@ -9,11 +9,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "nn/config.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/config.h"
 #include "train/dataset.h"
 #include "train/optim.h"
-#include "train/safetensors.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;

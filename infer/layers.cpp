@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/kernels.h"
+#include "tensor/kernels.h"
 
 namespace seqtape {
 

@@ -23,8 +23,8 @@
 #include <optional>
 #include <span>
 
-#include "autograd/tensor.h"
 #include "infer/model.h"
+#include "tensor/tensor.h"
 
 namespace seqtape {
 

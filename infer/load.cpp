@@ -5,11 +5,11 @@
 
 #include <filesystem>
 
-#include "train/checkpoint.h"
-#include "train/envelope.h"
-#include "train/safetensors.h"
-#include "train/subword.h"
-#include "train/weights.h"
+#include "io/checkpoint.h"
+#include "io/envelope.h"
+#include "io/safetensors.h"
+#include "io/weights.h"
+#include "text/subword.h"
 
 namespace seqtape {
 

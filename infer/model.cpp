@@ -7,11 +7,11 @@
 #include <cmath>
 #include <map>
 
-#include "autograd/kernels.h"
 #include "infer/load.h"
-#include "nn/param_names.h"
-#include "nn/sinusoidal.h"
-#include "train/weights.h"
+#include "io/weights.h"
+#include "model/param_names.h"
+#include "model/sinusoidal.h"
+#include "tensor/kernels.h"
 
 namespace seqtape {
 
@@ -165,7 +165,7 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
     fail(where, "the tokenizer's " + std::to_string(codec_->vocab().size()) +
                     " tokens are not the vocabulary of " + std::to_string(vocab_.size()));
   check_config(cfg_, vocab_, where);
-  // Names, shapes and finite values against nn's parameter list (train/weights.h).
+  // Names, shapes and finite values against nn's parameter list (io/weights.h).
   for (const auto& [name, t] : check_parameters(cfg_, params, where))
     parameter_count_ += static_cast<size_t>(t->numel());
   ParamTable table(params, where);

@@ -4,7 +4,7 @@
 // training model's parameters share their storage with it, nothing is copied.
 //
 // The weights are the training model's, with its names and its [in, out] layout (y = x·W + b);
-// see nn/param_names.h for the parameter list. infer/ recomputes the same math with the same
+// see model/param_names.h for the parameter list. infer/ recomputes the same math with the same
 // kernels, without the tape. WeightLayout::Decode (what load() uses) keeps the decoder's
 // matrices transposed instead — see WeightLayout.
 //
@@ -16,11 +16,11 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/tensor.h"
-#include "nn/config.h"
-#include "train/checkpoint.h"  // NamedTensor
-#include "train/text_codec.h"
-#include "train/tokenizer.h"  // Vocab
+#include "io/checkpoint.h"  // NamedTensor
+#include "model/config.h"
+#include "tensor/tensor.h"
+#include "text/text_codec.h"
+#include "text/tokenizer.h"  // Vocab
 
 namespace seqtape {
 

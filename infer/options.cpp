@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/tensor.h"  // fail
+#include "tensor/tensor.h"  // fail
 
 namespace seqtape {
 

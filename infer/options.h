@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "infer/layers.h"  // AttentionObserver
-#include "nn/memory_budget.h"
+#include "model/memory_budget.h"
 
 namespace seqtape {
 
@@ -99,7 +99,7 @@ struct GenerateOptions {
 // New tokens decoding an input of `input_tokens` tokens can make: o.max_new, never past the
 // model's max_positions (a decoder-only prompt takes its share of them).
 int64_t new_tokens(const ModelConfig& c, size_t input_tokens, const GenerateOptions& o);
-// What decoding `inputs` inputs at once needs in memory (nn/memory_budget.h), the longest of
+// What decoding `inputs` inputs at once needs in memory (model/memory_budget.h), the longest of
 // `input_tokens` tokens: every input becomes o.beam hypotheses, or o.num_samples draws (one
 // batch), all decoded together (`rows_are` names those rows in the message).
 MemoryNeed decoding_need(const ModelConfig& c, size_t input_tokens, size_t inputs,

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "train/tokenizer.h"  // Utf8StreamBuffer
+#include "text/tokenizer.h"  // Utf8StreamBuffer
 
 namespace seqtape {
 

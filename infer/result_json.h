@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "infer/options.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace seqtape {
 

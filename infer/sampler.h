@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "autograd/rng.h"
+#include "tensor/rng.h"
 
 namespace seqtape {
 

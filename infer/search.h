@@ -37,7 +37,7 @@
 #include "infer/sampler.h"
 #include "infer/session.h"
 #include "infer/strategy.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace seqtape {
 

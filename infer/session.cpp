@@ -12,7 +12,7 @@
 #include <numeric>
 #include <string>
 
-#include "autograd/kernels.h"
+#include "tensor/kernels.h"
 
 namespace seqtape {
 

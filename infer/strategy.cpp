@@ -7,7 +7,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace seqtape {
 

@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "autograd/rng.h"
 #include "infer/model.h"
 #include "infer/options.h"
 #include "infer/output_text.h"
 #include "infer/processors.h"
 #include "infer/row_search.h"
 #include "infer/stepper.h"
+#include "tensor/rng.h"
 
 namespace seqtape {
 

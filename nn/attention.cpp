@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "model/param_names.h"
 #include "nn/layers.h"
-#include "nn/param_names.h"
 
 namespace seqtape {
 

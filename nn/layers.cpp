@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "nn/param_names.h"
+#include "model/param_names.h"
 
 namespace seqtape {
 

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "nn/config.h"
+#include "model/config.h"
+#include "model/sinusoidal.h"
 #include "nn/module.h"
-#include "nn/sinusoidal.h"
 
 namespace seqtape {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "nn/config.h"
+#include "model/config.h"
 #include "nn/module.h"
 
 namespace seqtape {

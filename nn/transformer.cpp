@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/param_names.h"
 #include "nn/loss.h"
-#include "nn/param_names.h"
 
 namespace seqtape {
 
@@ -170,7 +170,7 @@ void TransformerModel::check_parameter_names() const {
         i < specs.size() ? specs[i].name + " " + shape_str(specs[i].shape) : "nothing";
     if (registered != listed)
       throw std::logic_error("TransformerModel: parameter " + std::to_string(i) + " is " +
-                             registered + ", nn/param_names.h lists " + listed);
+                             registered + ", model/param_names.h lists " + listed);
   }
 }
 

@@ -7,7 +7,7 @@
 // valid prefix of each row (1 <= len <= row width). Pad positions may hold any valid id: they
 // are masked out of attention as keys, and their own outputs are ignored by the loss.
 //
-// Parameter names and shapes: nn/param_names.h, the one list the modules register under and
+// Parameter names and shapes: model/param_names.h, the one list the modules register under and
 // checkpoints, infer/ and export are checked against (a model checks itself at construction).
 //
 // The model interface (TransformerModel) is what training, evaluation and the reference
@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "model/config.h"
 #include "nn/attention.h"
 #include "nn/batch.h"
-#include "nn/config.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
+#include "model/sinusoidal.h"
 #include "nn/loss.h"
-#include "nn/sinusoidal.h"
 #include "nn/transformer.h"
 
 namespace seqtape::reference {

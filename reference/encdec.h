@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "text/tokenizer.h"
 #include "train/dataset.h"
-#include "train/tokenizer.h"
 
 namespace seqtape::reference {
 

@@ -10,15 +10,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
-#include "autograd/rng.h"
 #include "infer/trace.h"
+#include "io/weights.h"
 #include "nn/loss.h"
 #include "reference/f15_run.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
 #include "train/model_io.h"
 #include "train/optim.h"
-#include "train/weights.h"
 
 namespace seqtape::reference {
 

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
 #include "nn/transformer.h"
-#include "train/checkpoint.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace seqtape::reference {
 

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "autograd/tensor.h"  // Error
-#include "infer/search.h"     // encode_input
-#include "nn/memory_budget.h"
+#include "infer/search.h"  // encode_input
+#include "model/memory_budget.h"
+#include "tensor/tensor.h"  // Error
 
 namespace seqtape::serve {
 
@@ -202,7 +202,7 @@ void encode_texts(const InferenceModel& model, const Limits& limits, GenerateReq
 }
 
 // The hypotheses a request decodes together (every input's beams) must fit in the memory the
-// machine has left (nn/memory_budget.h), or the request is refused like any other limit: raised
+// machine has left (model/memory_budget.h), or the request is refused like any other limit: raised
 // limits (--beam-limit, --max-inputs) never let one request take the server down.
 void check_memory(const InferenceModel& model, const GenerateRequest& r) {
   size_t longest = 0;

@@ -13,7 +13,7 @@
 
 #include "infer/model.h"
 #include "infer/options.h"
-#include "train/tokenizer.h"
+#include "text/tokenizer.h"
 
 namespace seqtape::serve {
 

@@ -6,8 +6,8 @@
 
 #include <exception>
 
-#include "autograd/tensor.h"  // fail
 #include "infer/search.h"
+#include "tensor/tensor.h"  // fail
 
 namespace seqtape::serve {
 

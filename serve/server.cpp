@@ -17,10 +17,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "autograd/tensor.h"  // fail
 #include "infer/result_json.h"
 #include "serve/http_reader.h"
 #include "serve/playground.h"
+#include "tensor/tensor.h"  // fail
 
 namespace seqtape::serve {
 

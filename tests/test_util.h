@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "autograd/tensor.h"  // seqtape::Error
+#include "tensor/tensor.h"  // seqtape::Error
 
 namespace seqtape::test_util {
 

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <unordered_set>
 
-#include "autograd/rng.h"
-#include "train/tokenizer.h"
+#include "tensor/rng.h"
+#include "text/tokenizer.h"
 
 namespace seqtape {
 

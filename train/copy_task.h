@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/memory_budget.h"
+#include "model/memory_budget.h"
 #include "train/dataset.h"  // TextPair, write_tsv
 
 namespace seqtape {

@@ -6,7 +6,7 @@
 #include <span>
 #include <utility>
 
-#include "autograd/tensor.h"  // fail
+#include "tensor/tensor.h"  // fail
 
 namespace seqtape {
 

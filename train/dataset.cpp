@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <unordered_map>
 
-#include "train/envelope.h"
+#include "io/envelope.h"
 
 namespace seqtape {
 

@@ -10,11 +10,11 @@
 #include <string_view>
 #include <vector>
 
-#include "autograd/rng.h"
-#include "nn/batch.h"   // Batch, kIgnoreIndex
-#include "nn/config.h"  // Arch
-#include "train/text_codec.h"
-#include "train/tokenizer.h"
+#include "model/config.h"  // Arch
+#include "nn/batch.h"      // Batch, kIgnoreIndex
+#include "tensor/rng.h"
+#include "text/text_codec.h"
+#include "text/tokenizer.h"
 
 namespace seqtape {
 
@@ -97,7 +97,7 @@ struct LmExample {
 };
 
 // `context` names the pair in errors (e.g. "train.tsv:12"); the column part comes from encode.
-// Each takes the character Tokenizer or any TextCodec (a SentencePiece model, train/subword.h).
+// Each takes the character Tokenizer or any TextCodec (a SentencePiece model, text/subword.h).
 Example encode_example(const Tokenizer& tok, const TextPair& pair, std::string_view context);
 Example encode_example(const TextCodec& tok, const TextPair& pair, std::string_view context);
 LmExample encode_lm_example(const Tokenizer& tok, const TextPair& pair, std::string_view context);

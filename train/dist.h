@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include "tensor/tensor.h"
 
 namespace seqtape {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "eval/metrics.h"
 #include "nn/loss.h"
-#include "train/metrics.h"
 
 namespace seqtape {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "nn/transformer.h"
+#include "text/tokenizer.h"
 #include "train/dataset.h"
-#include "train/tokenizer.h"
 
 namespace seqtape {
 
@@ -21,7 +21,7 @@ struct EvalResult {
   double token_accuracy = 0;  // teacher-forced argmax == label, per label token, 0..1
   double exact_match = 0;     // fraction of greedy decodes equal to one of their references
   int64_t examples = 0;       // sources decoded (consecutive lines with one source are one)
-  // Scores of the greedy decodes against every reference of their source (train/metrics.h):
+  // Scores of the greedy decodes against every reference of their source (eval/metrics.h):
   // chrF (order 6 β 2), BLEU (13a, exp smoothing) and TER as sacreBLEU computes them, 0..100;
   // WER (sources with no reference matched), PER (edits over space-separated symbols), CER
   // (edits over characters), both to the closest reference, and the sequence error rate over

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "autograd/profile.h"
+#include "tensor/profile.h"
 
 namespace seqtape {
 

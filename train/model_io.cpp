@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "train/weights.h"
+#include "io/weights.h"
 
 namespace seqtape {
 

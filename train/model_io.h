@@ -1,13 +1,13 @@
 #pragma once
 // Weights into a training model: the one loader behind --resume, reference/f15 and the tests.
-// The checks are train/weights.h's (tape-free, shared with export and infer/); this half writes
+// The checks are io/weights.h's (tape-free, shared with export and infer/); this half writes
 // into the model's parameters, so it lives with the tape.
 
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
 #include "nn/transformer.h"
-#include "train/checkpoint.h"
 
 namespace seqtape {
 

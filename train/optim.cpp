@@ -5,9 +5,9 @@
 #include <cstring>
 #include <type_traits>
 
-#include "autograd/cpu_path.h"
-#include "autograd/kernels.h"
-#include "autograd/profile.h"
+#include "tensor/cpu_path.h"
+#include "tensor/kernels.h"
+#include "tensor/profile.h"
 #include "train/flat_params.h"
 
 #if defined(__x86_64__)

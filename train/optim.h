@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autograd/tape.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
 
 namespace seqtape {
 

@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "autograd/tensor.h"
-#include "train/subword.h"
+#include "tensor/tensor.h"
+#include "text/subword.h"
 
 namespace seqtape {
 
@@ -121,7 +121,7 @@ std::string head_of(const fs::path& p, size_t n) {
   return b;
 }
 
-// The envelope's magic and kind 1 (train/envelope.h): what every seqtape checkpoint starts with.
+// The envelope's magic and kind 1 (io/envelope.h): what every seqtape checkpoint starts with.
 bool is_seqtape_checkpoint(const fs::path& p) {
   const std::string h = head_of(p, 16);
   return h.size() == 16 && h.compare(0, 8, std::string("SEQTAPE\0", 8)) == 0 &&

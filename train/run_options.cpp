@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-#include "autograd/tensor.h"
+#include "tensor/tensor.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
 

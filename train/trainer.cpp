@@ -17,20 +17,20 @@
 #include <optional>
 #include <thread>
 
-#include "autograd/kernels.h"
-#include "autograd/profile.h"
-#include "nn/memory_budget.h"
-#include "train/checkpoint.h"
-#include "train/envelope.h"
+#include "io/checkpoint.h"
+#include "io/envelope.h"
+#include "io/weights.h"
+#include "model/memory_budget.h"
+#include "tensor/kernels.h"
+#include "tensor/profile.h"
+#include "text/subword.h"
+#include "text/text_codec.h"
 #include "train/flat_params.h"
 #include "train/model_io.h"
 #include "train/run_dir.h"
 #include "train/run_options.h"
 #include "train/signals.h"
-#include "train/subword.h"
-#include "train/text_codec.h"
 #include "train/training_log.h"
-#include "train/weights.h"
 
 namespace seqtape {
 
@@ -135,7 +135,7 @@ int64_t longest_example(const std::vector<TextPair>& pairs, const ModelConfig& c
 
 // Vocabulary and configuration: from the checkpoint when resuming, else from the options.
 // The tokenizer the options name: a `seqtape vocab` directory (a joint SentencePiece model,
-// train/subword.h), or characters or words per side over a vocabulary file or the data's.
+// text/subword.h), or characters or words per side over a vocabulary file or the data's.
 std::shared_ptr<const TextCodec> codec_from_options(const TrainOptions& opt,
                                                     const std::vector<TextPair>& pairs) {
   const bool spm_dir = !opt.vocab.empty() && fs::is_directory(opt.vocab);

@@ -4,7 +4,7 @@
 // (train/evaluate.h). Used by `seqtape train` and by the tests.
 //
 // Files written in the output directory:
-//   checkpoint.bin   the latest good checkpoint (atomic replace; see train/checkpoint.h)
+//   checkpoint.bin   the latest good checkpoint (atomic replace; see io/checkpoint.h)
 //   metrics.csv      one row per logged step and per evaluation
 //   loss.svg         the training and validation loss curves
 //   config.json      the model configuration; vocab.txt the vocabulary
@@ -15,16 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "autograd/matmul_backend.h"
-#include "nn/config.h"
+#include "model/config.h"
 #include "nn/transformer.h"
+#include "tensor/matmul_backend.h"
+#include "text/tokenizer.h"
 #include "train/data_check.h"
 #include "train/dataset.h"
 #include "train/dist.h"
 #include "train/evaluate.h"
 #include "train/grad_reducer.h"
 #include "train/optim.h"
-#include "train/tokenizer.h"
 
 namespace seqtape {
 
@@ -62,7 +62,7 @@ struct TrainOptions {
   double label_smoothing = 0.0;
   uint64_t seed = 1;
   int threads = 0;  // OpenBLAS threads; 0 keeps the library's default
-  // Which library runs the float products, in which precision (autograd/matmul_backend.h).
+  // Which library runs the float products, in which precision (tensor/matmul_backend.h).
   // A combination this build or CPU cannot run falls back (bf16 to float32, oneDNN to
   // OpenBLAS) and the log says what oneDNN reported and what the run uses instead.
   kernels::MatmulBackend matmul = kernels::MatmulBackend::OpenBLAS;

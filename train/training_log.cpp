@@ -5,8 +5,8 @@
 #include <fstream>
 #include <string>
 
-#include "autograd/tensor.h"
-#include "train/envelope.h"
+#include "io/envelope.h"
+#include "tensor/tensor.h"
 #include "train/plot.h"
 
 namespace seqtape {

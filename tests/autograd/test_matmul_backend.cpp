@@ -1,4 +1,4 @@
-// The matmul backend layer (autograd/matmul_backend.h): oneDNN float32 gives the product
+// The matmul backend layer (tensor/matmul_backend.h): oneDNN float32 gives the product
 // OpenBLAS gives, for every transpose and with padded leading dimensions (read in place), with
 // alpha and beta; bf16 multiplies exactly the bf16-rounded operands with float32 accumulation;
 // primitives are made once per shape; auto routes each shape one way and stays right; the
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/kernels.h"
-#include "autograd/kernels_small_gemm.h"
-#include "autograd/matmul_backend.h"
 #include "autograd/ops.h"
-#include "autograd/tensor.h"
+#include "tensor/kernels.h"
+#include "tensor/kernels_small_gemm.h"
+#include "tensor/matmul_backend.h"
+#include "tensor/tensor.h"
 
 namespace seqtape {
 namespace {

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <vector>
 
-#include "autograd/kernels.h"
-#include "autograd/kernels_small_gemm.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
+#include "tensor/kernels_small_gemm.h"
 
 namespace seqtape {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/ops.h"
-#include "autograd/profile.h"
+#include "tensor/profile.h"
 
 namespace seqtape {
 namespace {

@@ -15,8 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include "io/checkpoint.h"
 #include "tests/test_util.h"
-#include "train/checkpoint.h"
 #include "train/copy_task.h"
 
 extern char** environ;

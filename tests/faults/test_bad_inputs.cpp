@@ -24,16 +24,16 @@
 #include <thread>
 
 #include "fault_util.h"
+#include "infer/export.h"
 #include "infer/model.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "text/subword.h"
+#include "text/tokenizer.h"
 #include "train/copy_task.h"
 #include "train/dataset.h"
 #include "train/evaluate.h"
-#include "train/export.h"
 #include "train/model_io.h"
-#include "train/safetensors.h"
-#include "train/subword.h"
-#include "train/tokenizer.h"
 #include "train/trainer.h"
 
 namespace seqtape::faults {
@@ -1821,13 +1821,13 @@ The other fault tests in `tests/faults/`, for the record:
   seqtape <command>", never 134 or "internal error"; the whole command line runs in-process
   (`cli::run_cli`, as the `fuzz_cli` target runs it) under a memory budget.
 
-Limits behind the issue-11 rows: every model-configuration field has bounds (`nn/config.cpp`'s
+Limits behind the issue-11 rows: every model-configuration field has bounds (`model/config.cpp`'s
 field table: `max_positions` at most 2^20, widths 2^16, layers 1024, vocabulary 2^21); the
 memory a run needs (parameters, gradients, Adam state and activations; for `generate` and
 `eval` the weights, the KV cache of every row decoded at once, beams or `--num-samples` draws of
 each input of a batch, x length, and logits; for a `serve` request the same for its inputs x
 beam, refused with a 400; for `gen-copy` the strings) is estimated first and compared with
-MemAvailable and RLIMIT_AS (`nn/memory_budget.h`); text files are read only if they are regular
+MemAvailable and RLIMIT_AS (`model/memory_budget.h`); text files are read only if they are regular
 files under 1 GiB (TSV), 64 MiB (vocabulary) or 1 MiB (configuration); a `--trace` may record at
 most 1,000,000 attention weights (about 25 MB of JSON).
 )";

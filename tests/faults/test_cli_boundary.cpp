@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "infer/load.h"
 #include "infer/search.h"
-#include "nn/memory_budget.h"
+#include "model/memory_budget.h"
 #include "train/run_options.h"
 
 namespace seqtape::cli {

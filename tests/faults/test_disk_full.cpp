@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "fault_util.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
+#include "io/envelope.h"
 #include "train/copy_task.h"
-#include "train/envelope.h"
 #include "train/trainer.h"
 
 namespace seqtape::faults {

@@ -10,12 +10,12 @@
 
 #include "fault_util.h"
 #include "fuzz/fuzz_targets.h"
-#include "nn/config.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/config.h"
+#include "text/subword.h"
+#include "text/tokenizer.h"
 #include "train/dataset.h"
-#include "train/safetensors.h"
-#include "train/subword.h"
-#include "train/tokenizer.h"
 
 namespace seqtape::faults {
 namespace {

@@ -17,9 +17,9 @@
 #include <sstream>
 #include <thread>
 
-#include "autograd/rng.h"
 #include "fault_util.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
+#include "tensor/rng.h"
 #include "train/training_log.h"
 
 namespace seqtape::faults {

@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "autograd/ops.h"
-#include "autograd/rng.h"
 #include "fault_util.h"
-#include "train/checkpoint.h"
+#include "io/checkpoint.h"
+#include "tensor/rng.h"
 #include "train/copy_task.h"
 #include "train/optim.h"
 #include "train/trainer.h"

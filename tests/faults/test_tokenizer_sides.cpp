@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "fault_util.h"
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
-#include "train/tokenizer.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "text/tokenizer.h"
 
 namespace seqtape::faults {
 namespace {

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/config.h"
+#include "io/checkpoint.h"  // NamedTensor
+#include "model/config.h"
 #include "nn/transformer.h"
-#include "train/checkpoint.h"  // NamedTensor
-#include "train/tokenizer.h"   // Vocab
+#include "text/tokenizer.h"  // Vocab
 
 namespace seqtape::test_util {
 

@@ -10,16 +10,16 @@
 #include <numeric>
 #include <string>
 
-#include "autograd/kernels.h"
+#include "infer/export.h"
 #include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/session.h"
+#include "io/checkpoint.h"
+#include "tensor/kernels.h"
 #include "tests/infer/fixtures.h"
 #include "tests/infer/wide_model.h"
 #include "tests/test_util.h"
-#include "train/checkpoint.h"
-#include "train/export.h"
 #include "train/trainer.h"
 
 namespace seqtape {

@@ -12,14 +12,14 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "autograd/kernels.h"
 #include "autograd/tape.h"
 #include "infer/model.h"
 #include "infer/search.h"
 #include "infer/session.h"
+#include "io/checkpoint.h"
+#include "tensor/kernels.h"
 #include "tests/infer/fixtures.h"
 #include "tests/test_util.h"
-#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace seqtape {

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "infer/export.h"
 #include "infer/load.h"
 #include "infer/model.h"
 #include "infer/search.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "tests/test_util.h"
-#include "train/checkpoint.h"
+#include "text/subword.h"
 #include "train/dataset.h"
-#include "train/export.h"
-#include "train/safetensors.h"
-#include "train/subword.h"
 #include "train/trainer.h"
 
 namespace seqtape {

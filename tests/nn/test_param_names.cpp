@@ -1,4 +1,4 @@
-// nn/param_names.h: the one parameter list, against what the modules register.
+// model/param_names.h: the one parameter list, against what the modules register.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/param_names.h"
+#include "model/param_names.h"
 #include "nn/transformer.h"
 
 namespace seqtape {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "nn/sinusoidal.h"
+#include "model/sinusoidal.h"
 #include "reference/encdec.h"
 
 namespace seqtape::reference {

@@ -15,7 +15,7 @@
 #include "infer/load.h"
 #include "infer/result_json.h"
 #include "infer/search.h"
-#include "nn/memory_budget.h"
+#include "model/memory_budget.h"
 #include "tests/serve/serve_util.h"
 #include "tests/test_util.h"
 

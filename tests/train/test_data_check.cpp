@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "text/text_codec.h"
 #include "train/data_check.h"
-#include "train/text_codec.h"
 #include "train/trainer.h"
 
 namespace seqtape {

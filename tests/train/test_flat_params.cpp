@@ -7,8 +7,8 @@
 #include <limits>
 #include <string>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 #include "train/flat_params.h"
 #include "train/optim.h"
 

@@ -13,13 +13,13 @@
 #include <sstream>
 #include <vector>
 
-#include "autograd/rng.h"
+#include "eval/metrics.h"
+#include "io/checkpoint.h"
+#include "io/envelope.h"
+#include "tensor/rng.h"
 #include "tests/test_util.h"
-#include "train/checkpoint.h"
 #include "train/copy_task.h"
 #include "train/dataset.h"
-#include "train/envelope.h"
-#include "train/metrics.h"
 #include "train/run_dir.h"
 #include "train/run_options.h"
 #include "train/trainer.h"
@@ -514,7 +514,7 @@ TEST(Evaluation, ConsecutiveLinesWithOneSourceAreOneSource) {
   EXPECT_HAS(msg, "consecutive");
 }
 
-// The project's own distributions (autograd/rng.h): these numbers are the same under any
+// The project's own distributions (tensor/rng.h): these numbers are the same under any
 // standard library (they are also what libstdc++'s distributions give for these seeds).
 TEST(Rng, ASeedGivesTheSameNumbersUnderAnyStandardLibrary) {
   Rng r(1);

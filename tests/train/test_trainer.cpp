@@ -12,17 +12,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "autograd/matmul_backend.h"
 #include "autograd/ops.h"
+#include "infer/export.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "io/weights.h"
+#include "tensor/matmul_backend.h"
 #include "tests/test_util.h"
-#include "train/checkpoint.h"
 #include "train/copy_task.h"
-#include "train/export.h"
 #include "train/model_io.h"
-#include "train/safetensors.h"
 #include "train/trainer.h"
 #include "train/training_log.h"
-#include "train/weights.h"
 
 namespace seqtape {
 namespace {

@@ -1,0 +1,65 @@
+#include "io/weights.h"
+
+#include <nlohmann/json.hpp>
+
+#include "model/param_names.h"
+
+namespace seqtape {
+
+ModelConfig checkpoint_config(const Checkpoint& c, const std::string& where) {
+  return config_from_json(c.config_json, where);
+}
+
+ModelConfig config_from_json(const std::string& text, const std::string& where) {
+  try {
+    return ModelConfig::from_json(nlohmann::json::parse(text));
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, std::string("invalid configuration: ") + e.what());
+  } catch (const Error& e) {
+    fail(where, std::string("invalid configuration: ") + e.what());
+  }
+}
+
+namespace {
+
+std::map<std::string, const Tensor*> by_name(const std::vector<NamedTensor>& params,
+                                             const std::string& where) {
+  std::map<std::string, const Tensor*> out;
+  for (const NamedTensor& p : params) {
+    if (!p.value.defined()) fail(where, "parameter '" + p.name + "' is undefined");
+    if (!out.emplace(p.name, &p.value).second)
+      fail(where, "parameter '" + p.name + "' appears twice");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::map<std::string, const Tensor*> check_parameters(const ModelConfig& cfg,
+                                                      const std::vector<NamedTensor>& params,
+                                                      const std::string& where) {
+  const std::vector<ParamSpec> specs = parameter_specs(cfg);
+  std::map<std::string, const Tensor*> given = by_name(params, where);
+  // Names and shapes first, so the message names the first problem in model order.
+  std::map<std::string, Shape> wanted;
+  for (const ParamSpec& s : specs) {
+    wanted.emplace(s.name, s.shape);
+    auto it = given.find(s.name);
+    if (it == given.end())
+      fail(where, "missing parameter '" + s.name + "' " + shape_str(s.shape) + " (the " +
+                      to_string(cfg.arch) + " configuration needs it; " +
+                      std::to_string(params.size()) + " parameters given, " +
+                      std::to_string(specs.size()) + " expected)");
+    if (it->second->shape() != s.shape)
+      fail(where, "parameter '" + s.name + "' has shape " + shape_str(it->second->shape()) +
+                      ", which does not match the configuration's " + shape_str(s.shape));
+  }
+  for (const auto& [name, t] : given)
+    if (!wanted.count(name))
+      fail(where, "unexpected parameter '" + name + "' " + shape_str(t->shape()) +
+                      " (not part of this " + to_string(cfg.arch) + " configuration)");
+  for (const auto& [name, t] : given) check_finite(*t, name, where);
+  return given;
+}
+
+}  // namespace seqtape
