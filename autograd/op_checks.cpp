@@ -203,6 +203,12 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
   add_case("add_layer_norm", "one x[3,5] as both inputs, γ[5] β[5]",
            [](const std::vector<Var>& v) { return add_layer_norm(v[0], v[0], v[1], v[2]); },
            {rand_t(rng, {3, 5}, -2, 2), rand_t(rng, {5}, 0.5, 1.5), rand_t(rng, {5})});
+  add_case("dropout", "[3,37] p=0.5 seeded: a Philox chunk boundary inside",
+           [](const std::vector<Var>& v) {
+             Rng r(3);
+             return dropout(v[0], 0.5, true, r);
+           },
+           {rand_t(rng, {3, 37})});
   add_case("dropout", "[4,5] p=0.3 seeded",
            [](const std::vector<Var>& v) {
              Rng r(42);  // the same mask on every call, as the numeric differences need
@@ -268,6 +274,20 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
   add_case("attention", "fused self-attention: one x as q, k and v, 2 heads",
            [](const std::vector<Var>& v) { return attention(v[0], v[0], v[0], 2, nullptr); },
            {rand_t(rng, {2, 3, 4})});
+
+  add_case("attention", "fused with dropout p=0.3 on the weights, q[2,3,8] k,v[2,5,8] 2 heads",
+           [](const std::vector<Var>& v) {
+             Rng r(7);  // the same mask on every call, as the numeric differences need
+             Mask m({2, 1, 1, 5}, {0, 0, 0, 0, 1, 0, 0, 1, 1, 1});
+             return attention(v[0], v[1], v[2], 2, &m, nullptr, 0.3, &r);
+           },
+           {rand_t(rng, {2, 3, 8}), rand_t(rng, {2, 5, 8}), rand_t(rng, {2, 5, 8})});
+  add_case("attention", "fused with dropout p=0.5, one x as q, k and v, 2 heads",
+           [](const std::vector<Var>& v) {
+             Rng r(11);
+             return attention(v[0], v[0], v[0], 2, nullptr, nullptr, 0.5, &r);
+           },
+           {rand_t(rng, {2, 4, 4})});
 
   // a composite: masked scaled dot-product attention, as the models used to build it
   add_case("attention", "composite q[2,3,4] k[2,3,4] v[2,3,4] causal",

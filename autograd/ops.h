@@ -134,9 +134,11 @@ Var dropout(const Var& a, double p, bool training, Rng& rng);
 // written into the same block of the result [B, Tq, C]. mask (may be null, 1 = forbidden)
 // broadcasts to [B, H, Tq, Tk]; a fully masked row attends to nothing (zeros, zero gradient).
 // The backward makes one pass over each head's scores. `weights`, when given, receives a copy
-// of the probabilities [B, H, Tq, Tk].
+// of the probabilities [B, H, Tq, Tk] (before dropout). With dropout p > 0 the probabilities
+// go through dropout(·, p, true, *rng) before P·V, with the very mask that op would draw (one
+// draw from rng keys it), applied in the same pass and regenerated in the backward.
 Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mask* mask,
-              Tensor* weights = nullptr);
+              Tensor* weights = nullptr, double dropout_p = 0.0, Rng* rng = nullptr);
 
 // ---- loss -------------------------------------------------------------------------------
 // Fused log_softmax + negative log-likelihood over logits [..., V] and one target per row.

@@ -22,6 +22,13 @@ struct AttnDims {
   double scale;
 };
 
+// Dropout on the probabilities: kept ones scaled by keep_scale = 1/(1-p); off when p is 0.
+struct AttnDropout {
+  philox::DropoutMask mask;
+  double keep_scale = 1.0;
+  bool on = false;
+};
+
 // The mask's element strides over [B, H, Tq, Tk] (0 along broadcast axes).
 struct MaskView {
   const uint8_t* data = nullptr;
@@ -84,12 +91,22 @@ void mask_row(const uint8_t* __restrict m, int64_t sj, T* __restrict p, int64_t 
   for (int64_t j = 0; j < n; ++j) p[j] = m[j] ? ninf : p[j];
 }
 
+// The probabilities after dropout, D = P ⊙ keep, into out (all B·H·Tq·Tk of them).
+template <typename T>
+void drop_probs(const AttnDims& d, const AttnDropout& dr, const T* probs, T* out) {
+  kernels::parallel_range(d.B * d.H * d.Tq * d.Tk, detail::kCostDropout,
+                          [&](int64_t i0, int64_t i1) {
+                            dr.mask.apply<T>(i0, i1, static_cast<T>(dr.keep_scale), probs, out);
+                          });
+}
+
 // The forward in three passes: every head's scores p [Tq, Tk] = scale·Q·Kᵀ, then mask and
 // softmax over all B·H·Tq rows at once (rows split over the pool's threads when big:
-// kernels::softmax_rows), then every head's ctx block = p·V.
+// kernels::softmax_rows), then every head's ctx block = p·V (or D·V with dropout, D in
+// `dropped`).
 template <typename T>
-void attention_forward(const AttnDims& d, const MaskView& mv, const T* q, const T* k, const T* v,
-                       T* probs, T* ctx) {
+void attention_forward(const AttnDims& d, const MaskView& mv, const AttnDropout& dr, const T* q,
+                       const T* k, const T* v, T* probs, T* dropped, T* ctx) {
   const HeadStrides hq = head_of(d, d.Tq), hk = head_of(d, d.Tk), sc = scores_of(d);
   kernels::gemm_batched<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale), q, d.C, k, d.C,
                            T(0), probs, d.Tk, over_heads(d, hq, hk, sc));
@@ -107,8 +124,9 @@ void attention_forward(const AttnDims& d, const MaskView& mv, const T* q, const 
       }
     });
   kernels::softmax_rows<T>(probs, probs, rows, d.Tk);
-  kernels::gemm_batched<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), probs, d.Tk, v, d.C, T(0), ctx,
-                           d.C, over_heads(d, sc, hk, hq));
+  if (dr.on) drop_probs(d, dr, probs, dropped);
+  kernels::gemm_batched<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dr.on ? dropped : probs, d.Tk, v,
+                           d.C, T(0), ctx, d.C, over_heads(d, sc, hk, hq));
 }
 
 // The backward, with dp a [B, H, Tq, Tk] scratch, in three passes like the forward:
@@ -117,25 +135,32 @@ void attention_forward(const AttnDims& d, const MaskView& mv, const T* q, const 
 // Masked entries have P = 0, so their dS is 0 (a fully masked row gives zeros throughout). Each
 // head writes its own blocks of dQ, dK, dV, so every element receives its terms in the same
 // order whatever the batching (dV, then dQ, then dK, when q, k, v are one value).
+// With dropout, D = P ⊙ keep is regenerated into `dropped` for dV += Dᵀ·dctx, and the row pass
+// first takes dP = dD ⊙ keep in place, from the same mask.
 template <typename T>
-void attention_backward(const AttnDims& d, const T* q, const T* k, const T* v, const T* probs,
-                        const T* dctx, T* dp, T* dq, T* dk, T* dv, T beta_q, T beta_k, T beta_v) {
+void attention_backward(const AttnDims& d, const AttnDropout& dr, const T* q, const T* k,
+                        const T* v, const T* probs, T* dropped, const T* dctx, T* dp, T* dq, T* dk,
+                        T* dv, T beta_q, T beta_k, T beta_v) {
   const HeadStrides hq = head_of(d, d.Tq), hk = head_of(d, d.Tk), sc = scores_of(d);
   kernels::gemm_batched<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dctx, d.C, v, d.C, T(0), dp, d.Tk,
                            over_heads(d, hq, hk, sc));
-  if (dv)
-    kernels::gemm_batched<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), probs, d.Tk, dctx, d.C, beta_v,
-                             dv, d.C, over_heads(d, sc, hq, hk));
+  if (dv) {
+    if (dr.on) drop_probs(d, dr, probs, dropped);
+    kernels::gemm_batched<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), dr.on ? dropped : probs, d.Tk,
+                             dctx, d.C, beta_v, dv, d.C, over_heads(d, sc, hq, hk));
+  }
   const T scale = static_cast<T>(d.scale);
-  kernels::parallel_range(
-      d.B * d.H * d.Tq, double(d.Tk) * 3 * kernels::kCostSimple, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const T* pr = probs + r * d.Tk;
-          T* gr = dp + r * d.Tk;
-          const T dot = kernels::row_sum<T>(d.Tk, [gr, pr](int64_t j) { return gr[j] * pr[j]; });
-          for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
-        }
-      });
+  const double cost =
+      double(d.Tk) * (3 * kernels::kCostSimple + (dr.on ? detail::kCostDropout : 0));
+  kernels::parallel_range(d.B * d.H * d.Tq, cost, [&](int64_t r0, int64_t r1) {
+    if (dr.on) dr.mask.apply<T>(r0 * d.Tk, r1 * d.Tk, static_cast<T>(dr.keep_scale), dp, dp);
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* pr = probs + r * d.Tk;
+      T* gr = dp + r * d.Tk;
+      const T dot = kernels::row_sum<T>(d.Tk, [gr, pr](int64_t j) { return gr[j] * pr[j]; });
+      for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
+    }
+  });
   if (dq)
     kernels::gemm_batched<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dp, d.Tk, k, d.C, beta_q, dq,
                              d.C, over_heads(d, sc, hk, hq));
@@ -162,24 +187,34 @@ AttnDims attention_dims(const Var& q, const Var& k, const Var& v, int64_t heads)
   return d;
 }
 
+AttnDropout attention_dropout(double p, Rng* rng) {
+  const char* op = "attention";
+  detail::check_dropout_p(p, op);
+  if (p == 0.0) return {};
+  if (!rng) fail(op, "dropout " + std::to_string(p) + " needs a random generator");
+  return {philox::DropoutMask::make(p, rng->next_u64()), 1.0 / (1.0 - p), true};
+}
+
 }  // namespace
 
 Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mask* mask,
-              Tensor* weights) {
+              Tensor* weights, double dropout_p, Rng* rng) {
   profile::Scope prof_("attention", profile::Phase::Forward);
   const AttnDims d = attention_dims(q, k, v, heads);
   const MaskView mv = mask_view(mask, d);
+  const AttnDropout dr = attention_dropout(dropout_p, rng);
   Tensor out = Tensor::empty(q.shape(), q.dtype());                 // [B, Tq, C]
   Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, q.dtype());  // [B, H, Tq, Tk]
   dispatch(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    attention_forward<T>(d, mv, q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
-                         probs.data<T>(), out.data<T>());
+    Tensor dropped = dr.on ? Tensor::empty(probs.shape(), q.dtype()) : Tensor();  // D
+    attention_forward<T>(d, mv, dr, q.value().data<T>(), k.value().data<T>(), v.value().data<T>(),
+                         probs.data<T>(), dr.on ? dropped.data<T>() : nullptr, out.data<T>());
   });
   if (weights) *weights = probs.clone();
   return detail::make_result(
       "attention", std::move(out), detail::wants_grad({&q, &k, &v}),
-      [qi = q.shared(), ki = k.shared(), vi = v.shared(), probs, d](VarImpl& o) {
+      [qi = q.shared(), ki = k.shared(), vi = v.shared(), probs, d, dr](VarImpl& o) {
         dispatch(o.value.dtype(), [&](auto tag) {
           using T = decltype(tag);
           // Each (b, h) writes its own blocks of dQ, dK, dV, so a fresh gradient is written
@@ -190,9 +225,11 @@ Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mas
           };
           const auto wq = writer(*qi), wk = writer(*ki), wv = writer(*vi);
           Tensor scratch = Tensor::empty(probs.shape(), o.value.dtype());  // dP / dS
-          attention_backward<T>(d, qi->value.data<T>(), ki->value.data<T>(), vi->value.data<T>(),
-                                probs.data<T>(), o.grad.data<T>(), scratch.data<T>(), wq.d, wk.d,
-                                wv.d, wq.beta(), wk.beta(), wv.beta());
+          Tensor dropped = dr.on ? Tensor::empty(probs.shape(), o.value.dtype()) : Tensor();
+          attention_backward<T>(
+              d, dr, qi->value.data<T>(), ki->value.data<T>(), vi->value.data<T>(), probs.data<T>(),
+              dr.on ? dropped.data<T>() : nullptr, o.grad.data<T>(), scratch.data<T>(), wq.d, wk.d,
+              wv.d, wq.beta(), wk.beta(), wv.beta());
         });
       });
 }

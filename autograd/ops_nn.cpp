@@ -300,38 +300,42 @@ Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& be
                      });
 }
 
+namespace detail {
+void check_dropout_p(double p, const char* op) {
+  if (!(p >= 0.0 && p < 1.0))
+    fail(op, "dropout probability " + std::to_string(p) + " is not in [0, 1)");
+}
+}  // namespace detail
+
 Var dropout(const Var& a, double p, bool training, Rng& rng) {
   profile::Scope prof_("dropout", profile::Phase::Forward);
   detail::check_defined(a, "dropout");
-  if (!(p >= 0.0 && p < 1.0))
-    fail("dropout", "probability " + std::to_string(p) + " is not in [0, 1)");
+  detail::check_dropout_p(p, "dropout");
   if (!training || p == 0.0) return a;
-  Tensor keep = Tensor::empty(a.shape(), a.dtype());  // 0 or 1/(1-p)
+  // One draw per call keys the whole mask: the run's Rng (saved in checkpoints) still decides
+  // every bit, and the backward regenerates the mask instead of keeping it.
+  const auto mask = philox::DropoutMask::make(p, rng.next_u64());
+  const double scale = 1.0 / (1.0 - p);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const T scale = static_cast<T>(1.0 / (1.0 - p));
-    T* k = keep.data<T>();
     const T* x = a.value().data<T>();
     T* q = out.data<T>();
-    for (int64_t i = 0, n = a.numel(); i < n; ++i) {
-      k[i] = rng.uniform() < p ? T(0) : scale;
-      q[i] = x[i] * k[i];
-    }
+    kernels::parallel_range(a.numel(), detail::kCostDropout, [&](int64_t i0, int64_t i1) {
+      mask.apply<T>(i0, i1, static_cast<T>(scale), x, q);
+    });
   });
-  // da += g·keep
+  // da += g·keep, keep = mask/(1-p) regenerated from the key
   return make_result("dropout", std::move(out), wants_grad({&a}),
-                     [ai = a.shared(), keep](VarImpl& o) {
+                     [ai = a.shared(), mask, scale](VarImpl& o) {
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
-                         const T* k = keep.data<T>();
                          T* d = detail::GradWriter<T>::accumulate(*ai).d;
-                         kernels::parallel_range(o.value.numel(), kernels::kCostSimple,
-                                                 [&](int64_t i0, int64_t i1) {
-                                                   for (int64_t i = i0; i < i1; ++i)
-                                                     d[i] += g[i] * k[i];
-                                                 });
+                         kernels::parallel_range(
+                             o.value.numel(), detail::kCostDropout, [&](int64_t i0, int64_t i1) {
+                               mask.apply_add<T>(i0, i1, static_cast<T>(scale), g, d);
+                             });
                        });
                      });
 }

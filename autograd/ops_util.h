@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "autograd/philox.h"
 
 namespace seqtape::detail {
 
@@ -27,6 +28,11 @@ inline bool wants_grad(std::initializer_list<const Var*> inputs) {
 }
 
 void check_finite_result(const Tensor& t, const char* op);
+
+// A dropout probability must lie in [0, 1) (1 would scale the kept elements by 1/0).
+void check_dropout_p(double p, const char* op);
+// parallel_range's cost of one element of a dropout mask pass (a Philox word and a select).
+inline constexpr double kCostDropout = 4.0 * 0.25;
 
 // Wraps an op's output; if `grad` is set, records `backward` on the current tape. The
 // closure receives the output's VarImpl (whose grad is the upstream gradient). An op whose

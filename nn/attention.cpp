@@ -57,35 +57,15 @@ Var MultiHeadAttention::forward(const Var& x, const Var& kv, const Mask* mask, R
     fail("MultiHeadAttention", "queries " + shape_str(x.shape()) + " and keys/values " +
                                    shape_str(kv.shape()) + " must be [B, T, " +
                                    std::to_string(d_model_) + "] with the same B");
-  const int64_t B = x.dim(0), Tq = x.dim(1), Tk = kv.dim(1);
-  const int64_t H = n_heads_, Dh = d_model_ / n_heads_;
 
-  if (dropout_ == 0.0 || !training()) {  // the fused op: no head copies, one node
-    Var q = linear(x, wq_, bq_);         // [B, Tq, C]
-    Var k = linear(kv, wk_, bk_);        // [B, Tk, C]
-    Var v = linear(kv, wv_, bv_);        // [B, Tk, C]
-    Var ctx = attention(q, k, v, H, mask, capture_ ? &last_attention_ : nullptr);  // [B, Tq, C]
-    return linear(ctx, wo_, bo_);                                                  // [B, Tq, C]
-  }
-  // Dropout on the weights sits between softmax and P·V: the unfused graph.
-  // [B, T, C] → [B, T, H, Dh] → [B, H, T, Dh]
-  auto split = [&](const Var& t, int64_t T) {
-    return permute(reshape(t, {B, T, H, Dh}), {0, 2, 1, 3});
-  };
-  Var q = split(linear(x, wq_, bq_), Tq);   // [B, H, Tq, Dh]
-  Var k = split(linear(kv, wk_, bk_), Tk);  // [B, H, Tk, Dh]
-  Var v = split(linear(kv, wv_, bv_), Tk);  // [B, H, Tk, Dh]
-
-  Var scores = mul(matmul(q, k, false, /*trans_b=*/true),
-                   1.0 / std::sqrt(static_cast<double>(Dh)));  // [B, H, Tq, Tk]
-  if (mask) scores = masked_fill(scores, *mask, -std::numeric_limits<double>::infinity());
-  Var weights = softmax(scores);  // [B, H, Tq, Tk]
-  if (capture_) last_attention_ = weights.value().clone();
-  weights = dropout(weights, dropout_, training(), rng);  // [B, H, Tq, Tk]
-
-  Var ctx = matmul(weights, v);                                         // [B, H, Tq, Dh]
-  Var merged = reshape(permute(ctx, {0, 2, 1, 3}), {B, Tq, d_model_});  // [B, Tq, C]
-  return linear(merged, wo_, bo_);                                      // [B, Tq, C]
+  // One fused node, dropout on the weights included (its mask made in the same pass).
+  const double p = training() ? dropout_ : 0.0;
+  Var q = linear(x, wq_, bq_);   // [B, Tq, C]
+  Var k = linear(kv, wk_, bk_);  // [B, Tk, C]
+  Var v = linear(kv, wv_, bv_);  // [B, Tk, C]
+  Var ctx = attention(q, k, v, n_heads_, mask, capture_ ? &last_attention_ : nullptr, p,
+                      &rng);     // [B, Tq, C]
+  return linear(ctx, wo_, bo_);  // [B, Tq, C]
 }
 
 }  // namespace seqtape
