@@ -1,31 +1,31 @@
 // The mask words many Philox blocks at a time: the blocks are independent, so each round runs
-// over all lanes at once and vectorizes (32×32→64-bit multiplies), where one block at a time
-// stays scalar and costs more than the memory pass that dropout is.
+// over all lanes at once (32×32→64-bit multiplies, vpmuludq), where one block at a time stays
+// scalar and costs more than the memory pass that dropout is. GCC leaves the plain lane loop
+// scalar on its AVX2/AVX-512 targets, so the AVX2 path is written with intrinsics; the plain
+// loop serves the portable path.
 #include "autograd/philox.h"
+
+#include "autograd/cpu_path.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace seqtape::philox {
 
 namespace {
 
 constexpr int kLanes = 16;
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SEQTAPE_PHILOX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define SEQTAPE_PHILOX_CLONES
-#endif
+constexpr uint64_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
 
 // kLanes blocks from first_block into out (block l's words at out[4l .. 4l+3]).
-SEQTAPE_PHILOX_CLONES void lanes(uint64_t first_block, uint32_t k0_in, uint32_t k1_in,
-                                 uint32_t* __restrict out) {
-  constexpr uint64_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+void lanes_portable(uint64_t first_block, uint32_t k0, uint32_t k1, uint32_t* __restrict out) {
   uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
   for (int l = 0; l < kLanes; ++l) {
     const uint64_t b = first_block + uint64_t(l);
     c0[l] = uint32_t(b), c1[l] = uint32_t(b >> 32), c2[l] = 0, c3[l] = 0;
   }
-  uint32_t k0 = k0_in, k1 = k1_in;
   for (int round = 0; round < 10; ++round) {
     for (int l = 0; l < kLanes; ++l) {
       const uint64_t p0 = kM0 * c0[l], p1 = kM1 * c2[l];
@@ -37,6 +37,64 @@ SEQTAPE_PHILOX_CLONES void lanes(uint64_t first_block, uint32_t k0_in, uint32_t 
   }
   for (int l = 0; l < kLanes; ++l)
     out[4 * l] = c0[l], out[4 * l + 1] = c1[l], out[4 * l + 2] = c2[l], out[4 * l + 3] = c3[l];
+}
+
+#if defined(__x86_64__)
+// hi and lo halves of m·c for the eight 32-bit lanes of c: the even lanes' products from one
+// vpmuludq, the odd lanes' from another over c shifted down.
+__attribute__((target("avx2"))) inline void mulhilo8(__m256i m, __m256i c, __m256i& hi,
+                                                     __m256i& lo) {
+  const __m256i even = _mm256_mul_epu32(c, m);
+  const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), m);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+__attribute__((target("avx2"))) void lanes_avx2(uint64_t first_block, uint32_t k0, uint32_t k1,
+                                                uint32_t* __restrict out) {
+  const __m256i m0 = _mm256_set1_epi32(int(kM0)), m1 = _mm256_set1_epi32(int(kM1));
+  for (int half = 0; half < kLanes; half += 8) {
+    alignas(32) uint32_t lo32[8], hi32[8];
+    for (int l = 0; l < 8; ++l) {
+      const uint64_t b = first_block + uint64_t(half + l);
+      lo32[l] = uint32_t(b), hi32[l] = uint32_t(b >> 32);
+    }
+    __m256i c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo32));
+    __m256i c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi32));
+    __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
+    uint32_t a = k0, b = k1;
+    for (int round = 0; round < 10; ++round) {
+      __m256i hi0, lo0, hi1, lo1;
+      mulhilo8(m0, c0, hi0, lo0);
+      mulhilo8(m1, c2, hi1, lo1);
+      c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(int(a)));
+      c1 = lo1;
+      c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(int(b)));
+      c3 = lo0;
+      a += kW0;
+      b += kW1;
+    }
+    // [c0 c1 c2 c3] lanes → blocks of four words: interleave pairs, then pairs of pairs.
+    const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+    const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+    const __m256i b0 = _mm256_unpacklo_epi64(t0, t2), b1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i b2 = _mm256_unpacklo_epi64(t1, t3), b3 = _mm256_unpackhi_epi64(t1, t3);
+    // b0 holds blocks 0 and 4, b1 blocks 1 and 5, b2 blocks 2 and 6, b3 blocks 3 and 7.
+    __m256i* o = reinterpret_cast<__m256i*>(out + 4 * half);
+    _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(b0, b1, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(b2, b3, 0x20));
+    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(b0, b1, 0x31));
+    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(b2, b3, 0x31));
+  }
+}
+#endif
+
+void lanes(uint64_t first_block, uint32_t k0, uint32_t k1, uint32_t* out) {
+#if defined(__x86_64__)
+  if (kernels::cpu_path() != kernels::CpuPath::Portable)
+    return lanes_avx2(first_block, k0, k1, out);
+#endif
+  lanes_portable(first_block, k0, k1, out);
 }
 
 }  // namespace

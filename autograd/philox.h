@@ -62,8 +62,16 @@ struct DropoutMask {
   template <typename T>
   void apply(int64_t i0, int64_t i1, T scale, const T* x, T* out) const {
     for_each_chunk(i0, i1, [&](int64_t s, int64_t n, const uint32_t* w) {
+      // Locals (a store through out could alias a captured scale) and a product with the keep
+      // factor rather than a select: either keeps the loop scalar. A dropped inf or NaN gives
+      // NaN, as x·0 did when the mask was a tensor.
       const uint32_t t = threshold;
-      for (int64_t j = 0; j < n; ++j) out[s + j] = w[j] >= t ? x[s + j] * scale : T(0);
+      const T sc = scale;
+      const T* xs = x + s;
+      T* os = out + s;
+      for (int64_t j = 0; j < n; ++j) {
+        os[j] = xs[j] * (sc * static_cast<T>(w[j] >= t));
+      }
     });
   }
   // d[i] += kept ? g[i]·scale : 0 over [i0, i1).
@@ -71,7 +79,12 @@ struct DropoutMask {
   void apply_add(int64_t i0, int64_t i1, T scale, const T* g, T* d) const {
     for_each_chunk(i0, i1, [&](int64_t s, int64_t n, const uint32_t* w) {
       const uint32_t t = threshold;
-      for (int64_t j = 0; j < n; ++j) d[s + j] += w[j] >= t ? g[s + j] * scale : T(0);
+      const T sc = scale;
+      const T* gs = g + s;
+      T* ds = d + s;
+      for (int64_t j = 0; j < n; ++j) {
+        ds[j] += gs[j] * (sc * static_cast<T>(w[j] >= t));
+      }
     });
   }
 };
