@@ -1,9 +1,10 @@
 // One training step (forward, cross-entropy, backward, clip, Adam) of the encoder-decoder at
-// four sizes, reported as tokens/s and as achieved GFLOP/s over the fraction of cblas_sgemm
-// throughput measured in the same run on the model's own largest gemm shape. After the
-// benchmarks: the targets of issue 14 with "met" / "not met", then a profile table per config
-// (time per op kind, forward and backward, as a share of the step) and the allocation counters
-// of a steady step.
+// four sizes, without dropout and with dropout 0.1, reported as tokens/s and as achieved GFLOP/s
+// over the ceilings measured in the same run: the CPU's multiply-add ceiling (fma/ceiling), the
+// best float32 gemm at the model's own largest gemm shape, and the best bf16 gemm there where
+// the CPU has bf16 units. After the benchmarks: the targets of issue 42 with "met" / "not met",
+// then a profile table per config (time per op kind, forward and backward, as a share of the
+// step) and the allocation counters of a steady step.
 //
 // Dimension key: B batch, S source length, T target length, C d_model, F FFN width,
 // V vocabulary, H heads.
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <map>
 #include <new>
+#include <tuple>
 
 #include "autograd/ops.h"
 #include "bench/bench_util.h"
@@ -56,11 +58,14 @@ struct Cfg {
   const char* name;
   int64_t C, H, layers, F, B, S, T, V;
 };
-// seed: the reference model on the 7-token sentence; small, medium and short as in issue 14.
+// seed: the reference model on the 7-token sentence; small, medium and short as in issues 14, 42.
 const Cfg kCfgs[] = {{"seed", 4, 1, 2, 16, 1, 7, 7, 10},
                      {"small", 64, 4, 2, 256, 64, 16, 16, 64},
                      {"medium", 256, 4, 3, 1024, 32, 32, 32, 64},
                      {"short", 128, 4, 3, 512, 64, 10, 9, 64}};
+
+// The dropout of the "/dropout" rows: the rate the regularized recipes use.
+constexpr double kDropout = 0.1;
 
 ModelConfig model_config(const Cfg& c) {
   ModelConfig m = preset(c.C == 4 ? "seed" : "default", static_cast<int>(c.V));
@@ -96,9 +101,11 @@ struct Setup {
   Rng rng{1};
 };
 
-Setup make_setup(const Cfg& c) {
+Setup make_setup(const Cfg& c, double dropout = 0.0) {
   Setup s;
-  s.model = make_model(model_config(c));
+  ModelConfig m = model_config(c);
+  m.dropout = dropout;
+  s.model = make_model(m);
   s.params = s.model->named_parameters();
   s.flat = std::make_unique<FlatParams>(s.params);
   s.opt = std::make_unique<Optimizer>(s.params, OptimizerConfig{});
@@ -148,9 +155,9 @@ bool mode_runs(Mode m) {
   return kernels::matmul_problem(mode_backend(m), mode_precision(m)).empty();
 }
 
-void BM_train_step(benchmark::State& st, Cfg c, Mode mode) {
+void BM_train_step(benchmark::State& st, Cfg c, Mode mode, double dropout) {
   const kernels::MatmulScope matmul(mode_backend(mode), mode_precision(mode));
-  Setup s = make_setup(c);
+  Setup s = make_setup(c, dropout);
   for (auto _ : st) train_step(s);
   Tape::current().clear();
   st.counters["tokens/s"] =
@@ -162,7 +169,8 @@ void BM_train_step(benchmark::State& st, Cfg c, Mode mode) {
 }
 
 // The model's largest gemm, [B·T, C]·[C, F], once: raw cblas_sgemm on `threads` OpenBLAS
-// threads (0: as configured), or oneDNN float32 through kernels::gemm (onednn).
+// threads (0: as configured), or oneDNN through kernels::gemm (onednn) in float32 or, with
+// bf16, in bf16 as a --precision bf16 step runs it (operands rounded on the way in).
 struct ModelGemm {
   int64_t m, k, n;
   std::vector<float> a, b, out;
@@ -174,9 +182,10 @@ struct ModelGemm {
         b(static_cast<size_t>(k * n), 0.25f),
         out(static_cast<size_t>(m * n)) {}
   double flops() const { return 2.0 * static_cast<double>(m * n * k); }
-  void run(int threads, bool onednn) {
+  void run(int threads, bool onednn, bool bf16 = false) {
     if (onednn) {
-      const kernels::MatmulScope dnn(kernels::MatmulBackend::OneDNN, kernels::Precision::F32);
+      const kernels::MatmulScope dnn(kernels::MatmulBackend::OneDNN,
+                                     bf16 ? kernels::Precision::BF16 : kernels::Precision::F32);
       kernels::gemm<float>(false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f, out.data(),
                            n);
       return;
@@ -192,10 +201,10 @@ struct ModelGemm {
 
 // The reference is the fastest of the three, since kernels::gemm runs small gemms on one
 // OpenBLAS thread and --matmul may pick oneDNN.
-void BM_gemm_model_shape(benchmark::State& st, Cfg c, int threads, bool onednn) {
+void BM_gemm_model_shape(benchmark::State& st, Cfg c, int threads, bool onednn, bool bf16) {
   ModelGemm g(c);
   for (auto _ : st) {
-    g.run(threads, onednn);
+    g.run(threads, onednn, bf16);
     benchmark::DoNotOptimize(g.out.data());
   }
   st.counters["GFLOP/s"] = benchmark::Counter(
@@ -210,18 +219,32 @@ const bool kRegistered = [] {
         ->Repetitions(3)
         ->DisplayAggregatesOnly(true);
   };
+  bench::register_fma_ceiling();
   for (const Cfg& c : kCfgs) {
     const bool seed = c.B == 1;  // the seed target is about the default path alone
-    reg(std::string("BM_sgemm_1thread/") + c.name, BM_gemm_model_shape, c, 1, false);
-    reg(std::string("BM_sgemm_model_shape/") + c.name, BM_gemm_model_shape, c, 0, false);
+    reg(std::string("BM_sgemm_1thread/") + c.name, BM_gemm_model_shape, c, 1, false, false);
+    reg(std::string("BM_sgemm_model_shape/") + c.name, BM_gemm_model_shape, c, 0, false, false);
     if (!seed && mode_runs(Mode::OneDNN))
-      reg(std::string("BM_onednn_model_shape/") + c.name, BM_gemm_model_shape, c, 0, true);
+      reg(std::string("BM_onednn_model_shape/") + c.name, BM_gemm_model_shape, c, 0, true, false);
+    if (!seed && mode_runs(Mode::BF16))
+      reg(std::string("BM_bf16_model_shape/") + c.name, BM_gemm_model_shape, c, 0, true, true);
     for (Mode m : kModes)
       if (m == Mode::OpenBLAS || (!seed && mode_runs(m)))
-        reg(std::string("BM_train_step/") + c.name + mode_suffix(m), BM_train_step, c, m);
+        reg(std::string("BM_train_step/") + c.name + mode_suffix(m), BM_train_step, c, m, 0.0);
+    if (!seed)
+      reg(std::string("BM_train_step/") + c.name + "/dropout", BM_train_step, c, Mode::OpenBLAS,
+          kDropout);
   }
   return true;
 }();
+
+// Wall seconds per call of f, over n calls.
+template <typename F>
+double bench_seconds_per(int n, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
+}
 
 // A second, load-robust measure: rounds that alternate a few training steps in each mode with a
 // few calls of the model's largest gemm (OpenBLAS on one thread and on the configured threads,
@@ -230,52 +253,76 @@ const bool kRegistered = [] {
 // quiet moments.
 struct Robust {
   double step_us[3] = {0, 0, 0};  // best step per Mode (0: not run)
+  double drop_us[3] = {0, 0, 0};  // the same with dropout kDropout (float32 modes only)
   double gemm_gf = 0;             // best float32 gemm at the model's shape, GFLOP/s
-  double f32_us() const {         // the faster float32 step
-    return step_us[1] > 0 ? std::min(step_us[0], step_us[1]) : step_us[0];
-  }
-  const char* f32_backend() const {
-    return step_us[1] > 0 && step_us[1] < step_us[0] ? "onednn" : "openblas";
-  }
+  double bf16_gf = 0;             // best bf16 gemm there (0: no bf16 units)
+  int f32_mode() const { return step_us[1] > 0 && step_us[1] < step_us[0] ? 1 : 0; }
+  double f32_us() const { return step_us[f32_mode()]; }  // the faster float32 step
+  const char* f32_backend() const { return f32_mode() == 1 ? "onednn" : "openblas"; }
   double fraction(const Cfg& c) const { return 3 * forward_flops(c) / (f32_us() * 1e3) / gemm_gf; }
+  double bf16_fraction(const Cfg& c) const {
+    return step_us[2] > 0 && bf16_gf > 0 ? 3 * forward_flops(c) / (step_us[2] * 1e3) / bf16_gf
+                                         : 0.0;
+  }
+  // The step with dropout over the step without, both on the faster float32 backend.
+  double dropout_ratio() const {
+    const int m = f32_mode();
+    return drop_us[m] > 0 ? drop_us[m] / step_us[m] : 0.0;
+  }
 };
-Robust interleaved(const Cfg& c, int rounds) {
-  Setup s = make_setup(c);
-  train_step(s);
-  ModelGemm g(c);
-  const int steps = c.B == 1 ? 200 : 2, calls = c.B == 1 ? 200 : 10;
+
+// One interleaved round's steps: each mode's best step without and with dropout.
+void time_modes(Setup& s, Setup* sd, const Cfg& c, int round, Robust& r) {
   const bool seed = c.B == 1;
-  using Clock = std::chrono::steady_clock;
-  auto seconds_per = [](int n, auto&& f) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < n; ++i) f();
-    return std::chrono::duration<double>(Clock::now() - t0).count() / n;
-  };
-  Robust r;
-  double best_gemm = 1e30;
-  for (int round = 0; round < rounds; ++round) {
-    for (Mode m : kModes) {
-      if (m != Mode::OpenBLAS && (seed || !mode_runs(m))) continue;
-      const kernels::MatmulScope matmul(mode_backend(m), mode_precision(m));
-      if (round == 0) train_step(s);  // primitives made, pool filled
-      const double us = 1e6 * seconds_per(steps, [&] { train_step(s); });
-      double& best = r.step_us[static_cast<int>(m)];
-      best = best == 0 ? us : std::min(best, us);
+  const int steps = seed ? 200 : 2;
+  for (Mode m : kModes) {
+    if (m != Mode::OpenBLAS && (seed || !mode_runs(m))) continue;
+    const kernels::MatmulScope matmul(mode_backend(m), mode_precision(m));
+    const bool with_drop = sd && m != Mode::BF16;
+    if (round == 0) {  // primitives made, pool filled
+      train_step(s);
+      if (with_drop) train_step(*sd);
     }
+    auto best_of = [&](Setup& x, double& best) {
+      const double us = 1e6 * bench_seconds_per(steps, [&] { train_step(x); });
+      best = best == 0 ? us : std::min(best, us);
+    };
+    best_of(s, r.step_us[static_cast<int>(m)]);
+    if (with_drop) best_of(*sd, r.drop_us[static_cast<int>(m)]);
+  }
+}
+Robust interleaved(const Cfg& c, int rounds) {
+  const bool seed = c.B == 1;
+  Setup s = make_setup(c);
+  std::unique_ptr<Setup> sd = seed ? nullptr : std::make_unique<Setup>(make_setup(c, kDropout));
+  ModelGemm g(c);
+  const int calls = seed ? 200 : 10;
+  const bool bf16 = !seed && mode_runs(Mode::BF16);
+  Robust r;
+  double best_gemm = 1e30, best_bf16 = 1e30;
+  for (int round = 0; round < rounds; ++round) {
+    time_modes(s, sd.get(), c, round, r);
     for (int threads : {1, 0})
-      best_gemm = std::min(best_gemm, seconds_per(calls, [&] { g.run(threads, false); }));
+      best_gemm = std::min(best_gemm, bench_seconds_per(calls, [&] { g.run(threads, false); }));
     if (!seed && mode_runs(Mode::OneDNN))
-      best_gemm = std::min(best_gemm, seconds_per(calls, [&] { g.run(0, true); }));
+      best_gemm = std::min(best_gemm, bench_seconds_per(calls, [&] { g.run(0, true); }));
+    if (bf16)
+      best_bf16 = std::min(best_bf16, bench_seconds_per(calls, [&] { g.run(0, true, true); }));
   }
   Tape::current().clear();
   r.gemm_gf = g.flops() / best_gemm / 1e9;
+  r.bf16_gf = bf16 ? g.flops() / best_bf16 / 1e9 : 0.0;
   std::printf(
       "%-8s best float32 step %10.1f us (%s) = %8.2f GFLOP/s, best float32 gemm %8.2f "
       "GFLOP/s: fraction %.3f",
       c.name, r.f32_us(), r.f32_backend(), 3 * forward_flops(c) / (r.f32_us() * 1e3), r.gemm_gf,
       r.fraction(c));
   if (r.step_us[2] > 0)
-    std::printf("; bf16 step %.1f us (%.2fx float32)", r.step_us[2], r.f32_us() / r.step_us[2]);
+    std::printf("; bf16 step %.1f us (%.2fx float32), best bf16 gemm %.2f GFLOP/s: fraction %.3f",
+                r.step_us[2], r.f32_us() / r.step_us[2], r.bf16_gf, r.bf16_fraction(c));
+  if (r.dropout_ratio() > 0)
+    std::printf("; with dropout %.1f: %.1f us (%.3fx)", kDropout, r.drop_us[r.f32_mode()],
+                r.dropout_ratio());
   std::printf("\n");
   return r;
 }
@@ -290,9 +337,9 @@ long minor_faults() {
 
 // The profiled steps of one config (after warm-up steps that fill the buffer pool), and the
 // heap and pool allocations of one steady step.
-void profile_config(const Cfg& c, Mode mode, int steps) {
+void profile_config(const Cfg& c, Mode mode, int steps, double dropout = 0.0) {
   const kernels::MatmulScope matmul(mode_backend(mode), mode_precision(mode));
-  Setup s = make_setup(c);
+  Setup s = make_setup(c, dropout);
   for (int i = 0; i < 3; ++i) train_step(s);
   const PoolCounts p0 = pool_counts();
   const uint64_t n0 = g_news.load();
@@ -308,8 +355,9 @@ void profile_config(const Cfg& c, Mode mode, int steps) {
   for (int i = 0; i < steps; ++i) train_step(s);
   profile::set_enabled(false);
   Tape::current().clear();
-  std::printf("\n%s",
-              profile::report(std::string("profile of ") + c.name + mode_suffix(mode)).c_str());
+  const std::string name =
+      c.name + std::string(mode_suffix(mode)) + (dropout > 0 ? "/dropout" : "");
+  std::printf("\n%s", profile::report("profile of " + name).c_str());
   std::printf(
       "allocation in one steady step: %llu tensor buffers from the pool, %llu of them by malloc; "
       "%llu operator new calls in all; %ld page faults\n",
@@ -339,60 +387,87 @@ struct Target {
   bool known, met;
 };
 
-// Judged on the load-robust figures (best of interleaved rounds); Google Benchmark's medians
-// of the same run are shown beside them.
-void print_targets(const bench::RatioReporter& rep, const std::map<std::string, Robust>& robust) {
-  std::vector<Target> rows;
-  auto frac_row = [&](const Cfg& c, double goal) {
-    char now[64] = "not run", g[32];
-    const auto it = robust.find(c.name);
-    const bool known = it != robust.end();
-    const double f = known ? it->second.fraction(c) : 0.0;
-    const double peak = sgemm_peak(rep, c.name);
-    const double gb =
-        peak > 0 ? rep.counter(std::string("BM_train_step/") + c.name, "GFLOP/s") / peak : 0.0;
-    if (known)
-      std::snprintf(now, sizeof now, "%.3f %s (gbench openblas %.3f)", f, it->second.f32_backend(),
-                    gb);
-    std::snprintf(g, sizeof g, ">= %.2f", goal);
-    rows.push_back({std::string(c.name) + ", float32: fraction of the best float32 gemm", g, now,
-                    known, known && f >= goal});
-  };
-  frac_row(kCfgs[2], 0.75);
-  frac_row(kCfgs[1], 0.65);
-  frac_row(kCfgs[3], 0.55);
-  {
-    const auto it = robust.find("seed");
-    const bool known = it != robust.end();
-    const double us = known ? it->second.step_us[0] : 0.0;
-    char now[48] = "not run";
-    if (known)
-      std::snprintf(now, sizeof now, "%.1f us (gbench %.1f)", us,
-                    rep.ns("BM_train_step/seed") / 1e3);
-    rows.push_back({"seed step", "<= 50 us", now, known, known && us <= 50});
-  }
-  const std::string no_bf16 = bf16_unavailable();
-  for (const char* name : {"medium", "short"}) {
-    const auto it = robust.find(name);
-    const bool known = no_bf16.empty() && it != robust.end() && it->second.step_us[2] > 0;
-    std::string now = !no_bf16.empty() ? no_bf16 : "not run";
-    double ratio = 0;
-    if (known) {
-      ratio = it->second.f32_us() / it->second.step_us[2];
-      char buf[64];
-      const std::string b = std::string("BM_train_step/") + name;
-      const double gb_f32 =
-          std::max(rep.counter(b, "tokens/s"), rep.counter(b + "/onednn", "tokens/s"));
-      std::snprintf(buf, sizeof buf, "%.2fx (gbench %.2fx)", ratio,
-                    gb_f32 > 0 ? rep.counter(b + "/bf16", "tokens/s") / gb_f32 : 0.0);
-      now = buf;
-    }
-    rows.push_back({std::string(name) + ": bf16 tokens/s over float32", ">= 2.5x", now, known,
-                    known && ratio >= 2.5});
-  }
+// The ceilings of the run, per config: the CPU's multiply-add ceiling (registers only), the best
+// float32 and bf16 gemms at the model's shape, and the float32 step against each.
+void print_ceilings(const bench::RatioReporter& rep, const std::map<std::string, Robust>& robust) {
+  const double fma = rep.has(bench::kFmaName) ? rep.counter(bench::kFmaName, "GFLOP/s") : 0.0;
   std::printf(
-      "\ntargets (issue 14), measured in this run (best of interleaved rounds; gbench: the "
-      "median above)\n");
+      "\nceilings measured in this run: multiply-add ceiling (fused multiply-adds on "
+      "registers only, %d threads, %s) ",
+      kernels::gemm_nt_rowwise_threads(), kernels::cpu_path_name(kernels::cpu_path()));
+  if (fma > 0)
+    std::printf("%.1f GFLOP/s\n", fma);
+  else
+    std::printf("%s\n", bench::fma_ceiling_measurable() ? "not run" : "n/a (no AVX2/AVX-512 path)");
+  const std::string no_bf16 = bf16_unavailable();
+  for (const Cfg& c : kCfgs) {
+    const auto it = robust.find(c.name);
+    if (it == robust.end()) continue;
+    const Robust& r = it->second;
+    const double step_gf = 3 * forward_flops(c) / (r.f32_us() * 1e3);
+    std::printf("  %-7s best f32 gemm %7.2f GFLOP/s (%.3f of fma), ", c.name, r.gemm_gf,
+                fma > 0 ? r.gemm_gf / fma : 0.0);
+    if (r.bf16_gf > 0)
+      std::printf("best bf16 gemm %7.2f GFLOP/s (%.3f of fma), ", r.bf16_gf,
+                  fma > 0 ? r.bf16_gf / fma : 0.0);
+    else
+      std::printf("bf16 gemm %s, ", c.B == 1 ? "not run" : no_bf16.c_str());
+    std::printf("f32 step %.2f GFLOP/s = %.3f of the f32 gemm, %.3f of fma\n", step_gf,
+                r.fraction(c), fma > 0 ? step_gf / fma : 0.0);
+  }
+}
+
+// A target row from a measured ratio: `known` false prints "-" and `why` as the figure.
+Target ratio_row(const std::string& measure, const char* goal, double value, bool at_least,
+                 double bound, bool known, const char* fmt, const std::string& why = "not run") {
+  char now[96];
+  if (known)
+    std::snprintf(now, sizeof now, fmt, value);
+  else
+    std::snprintf(now, sizeof now, "%s", why.c_str());
+  return {measure, goal, now, known, known && (at_least ? value >= bound : value <= bound)};
+}
+
+// The targets of issue 42, judged on the load-robust figures (best of interleaved rounds).
+void print_targets(const std::map<std::string, Robust>& robust) {
+  std::vector<Target> rows;
+  auto find = [&](const char* name) {
+    const auto it = robust.find(name);
+    return it == robust.end() ? nullptr : &it->second;
+  };
+  const Cfg& small = kCfgs[1];
+  const Cfg& medium = kCfgs[2];
+  const Cfg& short_cfg = kCfgs[3];
+  for (const auto& [c, goal, g] :
+       {std::tuple{&medium, 0.80, ">= 0.80"}, std::tuple{&small, 0.65, ">= 0.65"},
+        std::tuple{&short_cfg, 0.65, ">= 0.65"}}) {
+    const Robust* r = find(c->name);
+    rows.push_back(ratio_row(std::string(c->name) + ", f32: fraction of the best f32 gemm", g,
+                             r ? r->fraction(*c) : 0.0, true, goal, r != nullptr, "%.3f"));
+  }
+  {
+    const Robust* r = find(medium.name);
+    const std::string no_bf16 = bf16_unavailable();
+    const bool known = no_bf16.empty() && r && r->step_us[2] > 0 && r->bf16_gf > 0;
+    rows.push_back(ratio_row("medium, bf16: fraction of the best bf16 gemm", ">= 0.60",
+                             known ? r->bf16_fraction(medium) : 0.0, true, 0.60, known, "%.3f",
+                             no_bf16.empty() ? "not run" : no_bf16));
+  }
+  rows.push_back(ratio_row("small and short, 2 threads over 1 thread", ">= 1.7x", 0, true, 1.7,
+                           false, "%.2fx", "not measured by bench_train"));
+  {
+    const Robust* r = find("seed");
+    rows.push_back(ratio_row("seed step", "<= 40 us", r ? r->step_us[0] : 0.0, false, 40,
+                             r != nullptr, "%.1f us"));
+  }
+  for (const Cfg* c : {&small, &short_cfg, &medium}) {
+    const Robust* r = find(c->name);
+    const bool known = r && r->dropout_ratio() > 0;
+    rows.push_back(ratio_row(std::string(c->name) + ": step with dropout 0.1 over without",
+                             "<= 1.08x", known ? r->dropout_ratio() : 0.0, false, 1.08, known,
+                             "%.3fx"));
+  }
+  std::printf("\ntargets (issue 42), measured in this run (best of interleaved rounds)\n");
   std::printf("%-52s %-10s %-40s %s\n", "measure", "target", "now", "");
   for (const Target& t : rows)
     std::printf("%-52s %-10s %-40s %s\n", t.measure.c_str(), t.goal.c_str(), t.now.c_str(),
@@ -423,12 +498,12 @@ int main(int argc, char** argv) {
                   static_cast<long long>(c.H), static_cast<long long>(c.layers),
                   static_cast<long long>(c.layers), static_cast<long long>(c.F));
     const double peak = sgemm_peak(rep, c.name);
-    for (Mode m : kModes) {
-      const std::string step = std::string("BM_train_step/") + c.name + mode_suffix(m);
+    for (const char* suffix : {"", "/onednn", "/bf16", "/dropout"}) {
+      const std::string step = std::string("BM_train_step/") + c.name + suffix;
       if (!rep.has(step)) continue;
       const double gf = rep.counter(step, "GFLOP/s");
       std::printf("%-15s %-24s %12.1f %12.0f %12.2f %12.2f %10.3f\n",
-                  (c.name + std::string(mode_suffix(m))).c_str(), shape, rep.ns(step) / 1e3,
+                  (c.name + std::string(suffix)).c_str(), shape, rep.ns(step) / 1e3,
                   rep.counter(step, "tokens/s"), gf, peak, peak > 0 ? gf / peak : 0.0);
     }
   }
@@ -444,15 +519,19 @@ int main(int argc, char** argv) {
     std::printf("\nbuilt without oneDNN: float32 OpenBLAS rows only\n");
   std::printf(
       "\nthe same fractions, load-robust: best of 8 rounds alternating training steps (each "
-      "backend and precision) with the model's largest gemm\n");
+      "backend and precision, and float32 with dropout %.1f) with the model's largest gemms\n",
+      kDropout);
   std::map<std::string, Robust> robust;
   for (const Cfg* c : ran) robust[c->name] = interleaved(*c, 8);
-  print_targets(rep, robust);
+  print_ceilings(rep, robust);
+  print_targets(robust);
   // Profiled steps are slower (two clock reads per op): the table's shares are what count.
   for (const Cfg* c : ran)
     for (Mode m : kModes)
       if (m == Mode::OpenBLAS || (c->B > 1 && mode_runs(m)))
         profile_config(*c, m, c->B == 1 ? 2000 : 20);
+  for (const Cfg* c : ran)
+    if (c->B > 1) profile_config(*c, Mode::OpenBLAS, 20, kDropout);
   benchmark::Shutdown();
   return 0;
 }
