@@ -1,7 +1,7 @@
 // The mask words many Philox blocks at a time: the blocks are independent, so each round runs
 // over all lanes at once (32×32→64-bit multiplies, vpmuludq), where one block at a time stays
 // scalar and costs more than the memory pass that dropout is. GCC leaves the plain lane loop
-// scalar on its AVX2/AVX-512 targets, so the AVX2 path is written with intrinsics; the plain
+// scalar on its AVX2/AVX-512 targets, so those paths are written with intrinsics; the plain
 // loop serves the portable path.
 #include "autograd/philox.h"
 
@@ -87,12 +87,67 @@ __attribute__((target("avx2"))) void lanes_avx2(uint64_t first_block, uint32_t k
     _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(b2, b3, 0x31));
   }
 }
+
+// The same over sixteen blocks in 512-bit registers, with the zero-masked forms of the
+// intrinsics (GCC 12's unmasked ones start from an undefined register, which -Wuninitialized
+// reports).
+constexpr __mmask8 k8 = 0xFF;
+constexpr __mmask16 k16 = 0xFFFF;
+__attribute__((target("avx512f"))) inline void mulhilo16(__m512i m, __m512i c, __m512i& hi,
+                                                         __m512i& lo) {
+  const __m512i even = _mm512_maskz_mul_epu32(k8, c, m);
+  const __m512i odd = _mm512_maskz_mul_epu32(k8, _mm512_maskz_srli_epi64(k8, c, 32), m);
+  lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_maskz_slli_epi64(k8, odd, 32));
+  hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_maskz_srli_epi64(k8, even, 32), odd);
+}
+
+__attribute__((target("avx512f"))) void lanes_avx512(uint64_t first_block, uint32_t k0, uint32_t k1,
+                                                     uint32_t* __restrict out) {
+  static_assert(kLanes == 16);
+  const __m512i m0 = _mm512_set1_epi32(int(kM0)), m1 = _mm512_set1_epi32(int(kM1));
+  alignas(64) uint32_t lo32[16], hi32[16];
+  for (int l = 0; l < 16; ++l) {
+    const uint64_t b = first_block + uint64_t(l);
+    lo32[l] = uint32_t(b), hi32[l] = uint32_t(b >> 32);
+  }
+  __m512i c0 = _mm512_load_si512(lo32), c1 = _mm512_load_si512(hi32);
+  __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
+  for (int round = 0; round < 10; ++round) {
+    __m512i hi0, lo0, hi1, lo1;
+    mulhilo16(m0, c0, hi0, lo0);
+    mulhilo16(m1, c2, hi1, lo1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32(int(k0)));
+    c1 = lo1;
+    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32(int(k1)));
+    c3 = lo0;
+    k0 += kW0;
+    k1 += kW1;
+  }
+  const __m512i t0 = _mm512_maskz_unpacklo_epi32(k16, c0, c1),
+                t1 = _mm512_maskz_unpackhi_epi32(k16, c0, c1);
+  const __m512i t2 = _mm512_maskz_unpacklo_epi32(k16, c2, c3),
+                t3 = _mm512_maskz_unpackhi_epi32(k16, c2, c3);
+  // 128-bit lane k of b_j holds block 4k + j: a 4×4 transpose of lanes puts blocks in order.
+  const __m512i b0 = _mm512_maskz_unpacklo_epi64(k8, t0, t2),
+                b1 = _mm512_maskz_unpackhi_epi64(k8, t0, t2);
+  const __m512i b2 = _mm512_maskz_unpacklo_epi64(k8, t1, t3),
+                b3 = _mm512_maskz_unpackhi_epi64(k8, t1, t3);
+  const __m512i x0 = _mm512_maskz_shuffle_i32x4(k16, b0, b1, 0x44),
+                x1 = _mm512_maskz_shuffle_i32x4(k16, b2, b3, 0x44);
+  const __m512i x2 = _mm512_maskz_shuffle_i32x4(k16, b0, b1, 0xEE),
+                x3 = _mm512_maskz_shuffle_i32x4(k16, b2, b3, 0xEE);
+  _mm512_storeu_si512(out, _mm512_maskz_shuffle_i32x4(k16, x0, x1, 0x88));
+  _mm512_storeu_si512(out + 16, _mm512_maskz_shuffle_i32x4(k16, x0, x1, 0xDD));
+  _mm512_storeu_si512(out + 32, _mm512_maskz_shuffle_i32x4(k16, x2, x3, 0x88));
+  _mm512_storeu_si512(out + 48, _mm512_maskz_shuffle_i32x4(k16, x2, x3, 0xDD));
+}
 #endif
 
 void lanes(uint64_t first_block, uint32_t k0, uint32_t k1, uint32_t* out) {
 #if defined(__x86_64__)
-  if (kernels::cpu_path() != kernels::CpuPath::Portable)
-    return lanes_avx2(first_block, k0, k1, out);
+  if (kernels::cpu_path() == kernels::CpuPath::Avx512)
+    return lanes_avx512(first_block, k0, k1, out);
+  if (kernels::cpu_path() == kernels::CpuPath::Avx2) return lanes_avx2(first_block, k0, k1, out);
 #endif
   lanes_portable(first_block, k0, k1, out);
 }
