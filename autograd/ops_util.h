@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "autograd/philox.h"
+#include "tensor/philox.h"
 
 namespace seqtape::detail {
 

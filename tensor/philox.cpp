@@ -3,9 +3,9 @@
 // scalar and costs more than the memory pass that dropout is. GCC leaves the plain lane loop
 // scalar on its AVX2/AVX-512 targets, so those paths are written with intrinsics; the plain
 // loop serves the portable path.
-#include "autograd/philox.h"
+#include "tensor/philox.h"
 
-#include "autograd/cpu_path.h"
+#include "tensor/cpu_path.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
