@@ -32,7 +32,11 @@ struct TrainArgs {
   double bucket_mb = 4;
   bool no_overlap = false;
   double collective_timeout = 300;
-  std::string matmul = "openblas", precision = "f32";
+  // oneDNN's float32 products where this build has it: as reproducible and resumable as
+  // OpenBLAS's (each route's bits depend on --threads only), and the faster of the two in
+  // bench_train's training steps (README, "Matrix products").
+  std::string matmul = kernels::onednn_info().built ? "onednn" : "openblas";
+  std::string precision = "f32";
 };
 
 // "90", "90s", "20m", "1.5h" -> seconds; a usage error otherwise.
@@ -200,9 +204,9 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
       ->capture_default_str()
       ->check(in_range(0, 1000000));
   sub.add_option("--matmul", a.matmul,
-                 "library for the float matrix products: openblas, onednn, or auto (per shape, "
-                 "whichever was faster when first timed in this process; not bit-reproducible "
-                 "across runs)")
+                 "library for the float matrix products: onednn (the default where this build has "
+                 "oneDNN), openblas, or auto (per shape, whichever was faster when first timed in "
+                 "this process; not bit-reproducible across runs)")
       ->capture_default_str();
   sub.add_option("--precision", a.precision,
                  "f32, or bf16: mixed precision, matrix-product operands rounded to bfloat16 on "

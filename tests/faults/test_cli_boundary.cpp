@@ -2,7 +2,9 @@
 // on stderr. Out of memory is the user's to change (exit 3), never an abort or "internal error".
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include "infer/load.h"
 #include "infer/search.h"
 #include "model/memory_budget.h"
+#include "tensor/matmul_backend.h"
 #include "train/run_options.h"
 
 namespace seqtape::cli {
@@ -110,6 +113,27 @@ TEST(CliBoundary, GenerateChecksTheMemoryOfEveryRowDecodedAtOnce) {
 // Every flag of `seqtape train` has its row in train/run_options.h's table (whether a resume may
 // change it, whether the data-parallel ranks must agree on it), or is a model flag (one of the
 // model row's), so that a new flag cannot slip past both comparisons undecided.
+// Without --matmul, train takes the faster of the two reproducible routes: oneDNN's float32
+// products where the build has oneDNN (the slower OpenBLAS was the default), else OpenBLAS.
+TEST(TrainDefaults, MatmulIsOneDnnWhereTheBuildHasIt) {
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("seqtape_default_matmul_" + std::to_string(::getpid())))
+                              .string();
+  const std::string data = std::string(SEQTAPE_SOURCE_DIR) + "/datasets/reference/copy.tsv";
+  const kernels::MatmulCounts before = kernels::matmul_counts();
+  EXPECT_EQ(run_quietly({"train", "--data", data, "--preset", "seed", "--steps", "2", "--eval-max",
+                         "1", "--no-progress", "--out", out}),
+            kOk);
+  const kernels::MatmulCounts after = kernels::matmul_counts();
+  std::filesystem::remove_all(out);
+  if (kernels::onednn_info().built) {
+    EXPECT_GT(after.onednn_f32, before.onednn_f32);
+    EXPECT_EQ(after.openblas, before.openblas);
+  } else {
+    EXPECT_GT(after.openblas, before.openblas);
+  }
+}
+
 TEST(TrainOptionTable, EveryTrainFlagHasARow) {
   CLI::App app;
   Runner run;
