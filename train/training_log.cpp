@@ -30,11 +30,14 @@ std::string fmt_seconds(double s) {
 // A run resumed by a seqtape that writes other metrics.csv columns (ter was the character edit
 // rate before it became sacreBLEU's TER) must not append rows under the old header: the old
 // file is kept beside it, renamed, and a new one is started. Returns whether it did so.
+// Only a regular file is read, and only its first 4096 bytes: a metrics.csv that is a device or
+// a FIFO (rows sent elsewhere) has no header to keep, and /dev/zero-like files have no line end.
 bool keep_other_columns(const std::string& path, std::ostream& log) {
+  if (!fs::is_regular_file(path)) return false;
   std::ifstream in(path);
   std::string header;
-  std::getline(in, header);
-  if (!in || header == kMetricsHeader) return false;
+  for (char c; header.size() < 4096 && in.get(c) && c != '\n';) header += c;
+  if ((header.empty() && !in) || header == kMetricsHeader) return false;
   in.close();
   const fs::path kept = fs::path(path).parent_path() / "metrics-old-columns.csv";
   if (fs::exists(kept))
