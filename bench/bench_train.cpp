@@ -2,7 +2,7 @@
 // four sizes, without dropout and with dropout 0.1, reported as tokens/s and as achieved GFLOP/s
 // over the ceilings measured in the same run: the CPU's multiply-add ceiling (fma/ceiling), the
 // best float32 gemm at the model's own largest gemm shape, and the best bf16 gemm there where
-// the CPU has bf16 units. After the benchmarks: the targets of issue 42 with "met" / "not met",
+// the CPU has bf16 units. After the benchmarks: the training-speed targets with "met" / "not met",
 // then a profile table per config (time per op kind, forward and backward, as a share of the
 // step) and the allocation counters of a steady step.
 //
@@ -428,7 +428,7 @@ Target ratio_row(const std::string& measure, const char* goal, double value, boo
   return {measure, goal, now, known, known && (at_least ? value >= bound : value <= bound)};
 }
 
-// The targets of issue 42, judged on the load-robust figures (best of interleaved rounds).
+// The training-speed targets, judged on the load-robust figures (best of interleaved rounds).
 void print_targets(const std::map<std::string, Robust>& robust) {
   std::vector<Target> rows;
   auto find = [&](const char* name) {

@@ -1274,7 +1274,7 @@ const std::vector<Row>& rows() {
        kData,
        {"bad", "checkpoint.bin", "config.json"}},
 
-      // ---- issue 38: an output is never one of the command's inputs ----------------------------
+      // ---- an output is never one of the command's inputs -------------------------------------
       {"eval_out_is_model",
        "eval --out names the --model checkpoint",
        {"eval", "--model", "o/e1/checkpoint.bin", "--data", "data/valid.tsv", "--out",
@@ -1410,7 +1410,7 @@ const std::vector<Row>& rows() {
        train_with({"--valid", "o/t2/valid.tsv", "--out", "o/t2", "--overwrite"}),
        kUsage,
        {"--out o/t2/checkpoint-4.bin is the same file as the --valid input o/t2/valid.tsv"}},
-      // ---- issue 38: bounded input, clear messages ---------------------------------------------
+      // ---- bounded input, clear messages ------------------------------------------------------
       {"i38_input_file_dev_zero",
        "generate --input-file /dev/zero (a device that never ends)",
        {"generate", "--model", "run/checkpoint.bin", "--input-file", "/dev/zero"},
@@ -2049,7 +2049,7 @@ TEST(EvalCli, SubwordModelReadsTextThroughItsSentencePieceModel) {
   }
 }
 
-// ---- issue 38: outputs into devices and FIFOs, and failed writes to stdout ---------------------
+// ---- outputs into devices and FIFOs, and failed writes to stdout ------------------------------
 
 // Every command's output that is a file (or, for export and vocab, a file in --out), writing
 // into `d` (relative to the workspace); `node` is the path the case makes a device or FIFO.
