@@ -38,12 +38,13 @@ QuantMatrix empty_matrix(ComputeType t, int64_t out, int64_t in) {
   m.out = out;
   m.in = in;
   m.ld = padded(in);
+  m.out16 = (out + kQuantStrip - 1) / kQuantStrip * kQuantStrip;
   if (t == ComputeType::Int8) {
-    m.q.assign(size_t(out * m.ld), 0);
-    m.scale.assign(size_t(out), 1.f);
-    m.sum.assign(size_t(out), 0);
+    m.q.assign(size_t(m.out16 * m.ld), 0);
+    m.scale.assign(size_t(m.out16), 1.f);
+    m.sum.assign(size_t(m.out16), 0);
   } else {
-    m.bf16.assign(size_t(out * m.ld), 0);
+    m.bf16.assign(size_t(m.out16 * m.ld), 0);
   }
   return m;
 }
@@ -51,7 +52,7 @@ QuantMatrix empty_matrix(ComputeType t, int64_t out, int64_t in) {
 void fill_sums(QuantMatrix& m) {
   for (int64_t j = 0; j < m.out; ++j) {
     int32_t s = 0;
-    for (int64_t p = 0; p < m.in; ++p) s += m.q[size_t(j * m.ld + p)];
+    for (int64_t p = 0; p < m.in; ++p) s += m.q_at(j, p);
     m.sum[size_t(j)] = s;
   }
 }
@@ -136,18 +137,20 @@ size_t QuantMatrix::bytes() const {
 void QuantMatrix::dequantize_row(int64_t j, float* y) const {
   if (type == ComputeType::Int8) {
     const float s = scale[size_t(j)];
-    for (int64_t p = 0; p < in; ++p) y[p] = float(q[size_t(j * ld + p)]) / s;
+    for (int64_t p = 0; p < in; ++p) y[p] = float(q_at(j, p)) / s;
   } else {
-    for (int64_t p = 0; p < in; ++p) y[p] = from_bf16(bf16[size_t(j * ld + p)]);
+    for (int64_t p = 0; p < in; ++p) y[p] = from_bf16(bf16_at(j, p));
   }
 }
 
 uint16_t to_bf16(float x) {
   uint32_t u = 0;
   std::memcpy(&u, &x, sizeof u);
-  if (std::isnan(x)) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fff + ((u >> 16) & 1);  // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
+  // round to nearest, ties to even; a NaN stays a (quiet) NaN. No branch, so that the loop
+  // over an input row vectorizes.
+  const uint32_t rounded = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x40;
+  return static_cast<uint16_t>((u & 0x7fffffff) > 0x7f800000 ? nan : rounded);
 }
 
 float from_bf16(uint16_t b) {
@@ -161,8 +164,14 @@ float quantize_row(const float* x, int64_t in, int64_t ld, int8_t* q) {
   float most = 0;
   for (int64_t p = 0; p < in; ++p) most = std::max(most, std::fabs(x[p]));
   const float s = most > 0 ? 127.f / most : 1.f;
-  for (int64_t p = 0; p < in; ++p)
-    q[p] = static_cast<int8_t>(std::clamp(std::nearbyint(x[p] * s), -127.f, 127.f));
+  // Rounded to nearest even by adding and taking off 1.5·2^23 (exact for |v| <= 2^22, here
+  // <= 127): what std::nearbyint gives, in a loop the compiler vectorizes (nearbyint itself is
+  // a library call on baseline x86-64, which dominated int8 decoding at batch 32).
+  constexpr float kRound = 12582912.f;
+  for (int64_t p = 0; p < in; ++p) {
+    const float v = std::clamp(x[p] * s, -127.f, 127.f);
+    q[p] = static_cast<int8_t>((v + kRound) - kRound);
+  }
   std::fill(q + in, q + ld, int8_t{0});
   return s;
 }
@@ -171,12 +180,17 @@ QuantMatrix quantize(ComputeType t, const float* w, int64_t out, int64_t in, int
                      int64_t stride_in) {
   QuantMatrix m = empty_matrix(t, out, in);
   std::vector<float> row(static_cast<size_t>(in));
+  std::vector<int8_t> qrow(static_cast<size_t>(m.ld));
   for (int64_t j = 0; j < out; ++j) {
     for (int64_t p = 0; p < in; ++p) row[size_t(p)] = w[j * stride_out + p * stride_in];
-    if (t == ComputeType::Int8)
-      m.scale[size_t(j)] = quantize_row(row.data(), in, m.ld, m.q.data() + j * m.ld);
-    else
-      for (int64_t p = 0; p < in; ++p) m.bf16[size_t(j * m.ld + p)] = to_bf16(row[size_t(p)]);
+    if (t == ComputeType::Int8) {
+      m.scale[size_t(j)] = quantize_row(row.data(), in, m.ld, qrow.data());
+      for (int64_t p = 0; p < in; ++p)
+        m.q[size_t(QuantMatrix::at(j, p, m.ld, 4))] = qrow[size_t(p)];
+    } else {
+      for (int64_t p = 0; p < in; ++p)
+        m.bf16[size_t(QuantMatrix::at(j, p, m.ld, 2))] = to_bf16(row[size_t(p)]);
+    }
   }
   if (t == ComputeType::Int8) fill_sums(m);
   return m;
@@ -185,7 +199,7 @@ QuantMatrix quantize(ComputeType t, const float* w, int64_t out, int64_t in, int
 QuantMatrix int8_matrix(const int8_t* q, const float* scale, int64_t out, int64_t in) {
   QuantMatrix m = empty_matrix(ComputeType::Int8, out, in);
   for (int64_t j = 0; j < out; ++j) {
-    std::memcpy(m.q.data() + j * m.ld, q + j * in, size_t(in));
+    for (int64_t p = 0; p < in; ++p) m.q[size_t(QuantMatrix::at(j, p, m.ld, 4))] = q[j * in + p];
     m.scale[size_t(j)] = scale[j];
   }
   fill_sums(m);
@@ -195,7 +209,8 @@ QuantMatrix int8_matrix(const int8_t* q, const float* scale, int64_t out, int64_
 QuantMatrix bf16_matrix(const uint16_t* bits, int64_t out, int64_t in) {
   QuantMatrix m = empty_matrix(ComputeType::Bf16, out, in);
   for (int64_t j = 0; j < out; ++j)
-    std::memcpy(m.bf16.data() + j * m.ld, bits + j * in, size_t(in) * sizeof(uint16_t));
+    for (int64_t p = 0; p < in; ++p)
+      m.bf16[size_t(QuantMatrix::at(j, p, m.ld, 2))] = bits[j * in + p];
   return m;
 }
 

@@ -39,21 +39,32 @@ ComputeType resolve_compute_type(ComputeType requested);
 // The kernel type t runs on here: "avx512_vnni", "avx2", "avx512_bf16", "portable", "f32".
 const char* compute_kernel_name(ComputeType t);
 
-// Row padding: every stored row holds Ld = In rounded up to this many values (zeros after In),
-// one AVX-512 register of int8.
+// Row padding: every stored row holds Ld = In rounded up to this many values (zeros after In).
 inline constexpr int64_t kQuantPad = 64;
+// Outputs are stored in strips of this many (the last padded with zero rows), each strip as
+// groups of 4 bytes per output: int8 [Ld / 4][16 outputs][4 inputs], bf16 [Ld / 2][16][2]. One
+// group of a strip is one AVX-512 register, multiplied by one input row's 4 bytes broadcast: the
+// accumulators run along the outputs, so no output needs a horizontal sum.
+inline constexpr int64_t kQuantStrip = 16;
 // int32 sums stay exact up to this many inputs (the VNNI path's terms reach 255·127).
 inline constexpr int64_t kQuantMaxIn = 65536;
 
-// One matrix as [Out, In]: output row j holds the weights of output j.
+// One matrix of Out outputs by In inputs, in strips (kQuantStrip). Out16: Out rounded up to 16.
 struct QuantMatrix {
   ComputeType type = ComputeType::Int8;  // Int8 or Bf16
-  int64_t out = 0, in = 0, ld = 0;
-  std::vector<int8_t> q;       // int8: [Out, Ld]
-  std::vector<float> scale;    // int8: s_j [Out]
-  std::vector<int32_t> sum;    // int8: Σ_p q_j[p] [Out] (the VNNI path's +128 correction)
-  std::vector<uint16_t> bf16;  // bf16: [Out, Ld], the bfloat16 bits
-  size_t bytes() const;        // the weights and scales held
+  int64_t out = 0, in = 0, ld = 0, out16 = 0;
+  std::vector<int8_t> q;       // int8: [Out16 / 16][Ld / 4][16][4]
+  std::vector<float> scale;    // int8: s_j [Out16] (1 past Out)
+  std::vector<int32_t> sum;    // int8: Σ_p q_j[p] [Out16] (the VNNI path's +128 correction)
+  std::vector<uint16_t> bf16;  // bf16: [Out16 / 16][Ld / 2][16][2], the bfloat16 bits
+  size_t bytes() const;        // the weights, scales and sums held
+  // Where (output j, input p) is stored in q (group 4) or bf16 (group 2).
+  static int64_t at(int64_t j, int64_t p, int64_t ld, int64_t group) {
+    return ((j / kQuantStrip) * (ld / group) + p / group) * kQuantStrip * group +
+           (j % kQuantStrip) * group + p % group;
+  }
+  int8_t q_at(int64_t j, int64_t p) const { return q[size_t(at(j, p, ld, 4))]; }
+  uint16_t bf16_at(int64_t j, int64_t p) const { return bf16[size_t(at(j, p, ld, 2))]; }
   void dequantize_row(int64_t j, float* y) const;  // y [In] = W_j as stored
 };
 using QuantWeight = std::shared_ptr<const QuantMatrix>;

@@ -8,7 +8,9 @@
 //     Every path gives the same exact int32 sums.
 //   bf16: AVX-512 BF16 (vdpbf16ps), else portable (float32 products in increasing p).
 //
-// Dimension key: N rows, Ld the padded row length, outputs [j0, j1) of the matrix.
+// Both take outputs [j0, j1) of the matrix, j0 a multiple of kQuantStrip, j1 one too or Out.
+//
+// Dimension key: N rows, Ld the padded row length.
 
 #include <cstdint>
 
@@ -22,10 +24,10 @@ enum class Int8Path { Portable, Avx2, Vnni };
 Int8Path int8_path();
 bool bf16_native();  // the vdpbf16ps path is taken
 
-// y[r·ldy + j] = float(Σ_p xq[r·Ld + p]·w.q[j·Ld + p]) / (sx[r]·w.scale[j]), j in [j0, j1).
+// y[r·ldy + j] = float(Σ_p xq[r·Ld + p]·q_j[p]) / (sx[r]·w.scale[j]), j in [j0, j1).
 void int8_rows(int64_t n, const int8_t* xq, const float* sx, const QuantMatrix& w, int64_t j0,
                int64_t j1, float* y, int64_t ldy);
-// y[r·ldy + j] = Σ_p xb[r·Ld + p]·w.bf16[j·Ld + p] (bfloat16 values), j in [j0, j1).
+// y[r·ldy + j] = Σ_p xb[r·Ld + p]·W_j[p] (bfloat16 values), j in [j0, j1).
 void bf16_rows(int64_t n, const uint16_t* xb, const QuantMatrix& w, int64_t j0, int64_t j1,
                float* y, int64_t ldy);
 

@@ -61,10 +61,11 @@ TEST(QuantProduct, Int8IsTheExactIntegerProductOfTheQuantizedValues) {
     std::vector<int8_t> xq(size_t(q.ld));
     for (int64_t r = 0; r < s.n; ++r) {
       const float sx = quantize_row(x.data() + r * s.in, s.in, q.ld, xq.data());
+      for (int64_t p = 0; p < s.in; ++p)  // rounded to nearest even, within [-127, 127]
+        ASSERT_EQ(xq[size_t(p)], std::nearbyint(x[size_t(r * s.in + p)] * sx));
       for (int64_t j = 0; j < s.out; ++j) {
         double d = 0;  // exact: integers far below 2^53
-        for (int64_t p = 0; p < s.in; ++p)
-          d += double(xq[size_t(p)]) * double(q.q[size_t(j * q.ld + p)]);
+        for (int64_t p = 0; p < s.in; ++p) d += double(xq[size_t(p)]) * double(q.q_at(j, p));
         const double want = d / (double(sx) * double(q.scale[size_t(j)]));
         // the kernel's float(d) / (sx·s_j): a few roundings of float32, no more
         EXPECT_NEAR(y[size_t(r * s.out + j)], want, 4 * FLT_EPSILON * std::fabs(want) + 1e-30)
@@ -72,6 +73,16 @@ TEST(QuantProduct, Int8IsTheExactIntegerProductOfTheQuantizedValues) {
       }
     }
   }
+}
+
+TEST(QuantProduct, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(to_bf16(1.f), 0x3f80);
+  EXPECT_EQ(to_bf16(1.f + 0x1p-8f), 0x3f80);             // a tie: to the even 0x3f80
+  EXPECT_EQ(to_bf16(1.f + 3 * 0x1p-8f), 0x3f82);         // a tie: to the even 0x3f82
+  EXPECT_EQ(to_bf16(1.f + 0x1p-8f + 0x1p-20f), 0x3f81);  // above the tie: up
+  EXPECT_EQ(to_bf16(-2.5f), 0xc020);
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(NAN))));
+  EXPECT_EQ(from_bf16(to_bf16(INFINITY)), INFINITY);
 }
 
 TEST(QuantProduct, Bf16IsTheFloat32SumOfTheRoundedValues) {
