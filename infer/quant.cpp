@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "infer/quant_kernels.h"
 #include "tensor/tensor.h"  // fail
@@ -162,7 +163,17 @@ float from_bf16(uint16_t b) {
 
 float quantize_row(const float* x, int64_t in, int64_t ld, int8_t* q) {
   float most = 0;
-  for (int64_t p = 0; p < in; ++p) most = std::max(most, std::fabs(x[p]));
+  bool nan = false;
+  for (int64_t p = 0; p < in; ++p) {
+    most = std::max(most, std::fabs(x[p]));
+    nan = nan || std::isnan(x[p]);
+  }
+  // A row that overflowed: its outputs become NaN, as float32 products would make them (and no
+  // NaN is ever converted to an integer).
+  if (nan || !std::isfinite(most)) {
+    std::fill(q, q + ld, int8_t{0});
+    return std::numeric_limits<float>::quiet_NaN();
+  }
   const float s = most > 0 ? 127.f / most : 1.f;
   // Rounded to nearest even by adding and taking off 1.5·2^23 (exact for |v| <= 2^22, here
   // <= 127): what std::nearbyint gives, in a loop the compiler vectorizes (nearbyint itself is

@@ -75,6 +75,23 @@ TEST(QuantProduct, Int8IsTheExactIntegerProductOfTheQuantizedValues) {
   }
 }
 
+// A row that overflowed to Inf or NaN gives NaN outputs, as the float32 product would, and the
+// other rows are untouched.
+TEST(QuantProduct, Int8RowWithInfOrNanGivesNan) {
+  const Shape3 s{3, 20, 70};
+  const auto w = random_values(size_t(s.out * s.in), 8, 0.3f);
+  auto x = random_values(size_t(s.n * s.in), 9, 2.f);
+  const std::vector<float> clean = quant_product(ComputeType::Int8, w, x, s);
+  x[5] = INFINITY;
+  x[2 * s.in + 7] = NAN;
+  const std::vector<float> y = quant_product(ComputeType::Int8, w, x, s);
+  for (int64_t j = 0; j < s.out; ++j) {
+    EXPECT_TRUE(std::isnan(y[size_t(j)])) << j;
+    EXPECT_EQ(y[size_t(s.out + j)], clean[size_t(s.out + j)]) << j;
+    EXPECT_TRUE(std::isnan(y[size_t(2 * s.out + j)])) << j;
+  }
+}
+
 TEST(QuantProduct, Bf16RoundsToNearestEven) {
   EXPECT_EQ(to_bf16(1.f), 0x3f80);
   EXPECT_EQ(to_bf16(1.f + 0x1p-8f), 0x3f80);             // a tie: to the even 0x3f80
