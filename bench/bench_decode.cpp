@@ -33,6 +33,7 @@
 
 #include "bench/bench_util.h"
 #include "infer/model.h"
+#include "infer/quant.h"
 #include "infer/search.h"
 #include "infer/session.h"
 #include "tensor/cpu_path.h"
@@ -234,9 +235,11 @@ double source_flops(const InferenceModel& m, int64_t S) {
   return 2.0 * double(S) * (enc + cross);
 }
 
-// All 256 inputs, `B` at a time, kBatchNew tokens each (<eos> blocked): the tokens generated.
-int64_t decode_inputs(const InferenceModel& m, int64_t B) {
-  const auto& all = batch_inputs();
+// The first `count` of the 256 inputs (all by default), `B` at a time, kBatchNew tokens each
+// (<eos> blocked): the tokens generated.
+int64_t decode_inputs(const InferenceModel& m, int64_t B, size_t count = kBatchInputs) {
+  const std::vector<std::vector<int32_t>> all(batch_inputs().begin(),
+                                              batch_inputs().begin() + long(count));
   GenerateOptions o;
   o.min_new = o.max_new = kBatchNew;
   int64_t tokens = 0;
@@ -302,6 +305,42 @@ BatchRobust interleaved_batches() {
       best = std::max(best, tokens / seconds);
     }
   return r;
+}
+
+// ---- compute types (--compute-type) ----------------------------------------------------------
+// The medium model's weights stored as each compute type (infer/quant.h), built once; null where
+// this CPU lacks the type's units (the table says n/a).
+constexpr size_t kComputeInputs = 64;
+const std::vector<ComputeType> kComputeTypes = {ComputeType::F32, ComputeType::Bf16,
+                                                ComputeType::Int8};
+const InferenceModel* compute_model(ComputeType t) {
+  static std::map<ComputeType, std::unique_ptr<InferenceModel>> models;
+  if (t == ComputeType::F32) return setup("medium").m.get();
+  if (!compute_type_missing(t).empty()) return nullptr;
+  auto& slot = models[t];
+  if (!slot) {
+    Setup& s = setup("medium");
+    std::vector<NamedTensor> w;
+    for (auto& [n, p] : s.net->named_parameters()) w.push_back({n, p.value()});
+    slot = std::make_unique<InferenceModel>(s.m->config(), s.m->vocab(), w, "medium",
+                                            WeightLayout::Decode, nullptr, t);
+  }
+  return slot.get();
+}
+std::string compute_name(ComputeType t, int64_t B) {
+  return std::string("compute/medium/") + to_string(t) + "/" + std::to_string(B);
+}
+// The first 64 inputs at batch B: tokens/s, with the weights as compute type t.
+void BM_compute(benchmark::State& st, ComputeType t, int64_t B) {
+  const InferenceModel* m = compute_model(t);
+  if (!m) {
+    st.SkipWithError(("this CPU lacks " + compute_type_missing(t)).c_str());
+    return;
+  }
+  int64_t tokens = 0;
+  for (auto _ : st) tokens += decode_inputs(*m, B, kComputeInputs);
+  st.counters["tokens/s"] = benchmark::Counter(double(tokens), benchmark::Counter::kIsRate);
+  st.counters["weight_bytes"] = double(m->weight_bytes());
 }
 
 // The BLAS call a decoder step makes over its matrices ([out, in], blas_weights) for B rows:
@@ -446,6 +485,14 @@ const bool kRegistered = [] {
           ->Repetitions(3)
           ->Unit(benchmark::kMillisecond);
     }
+    // The compute types side by side at each batch size, medians of 3 (the machine is shared).
+    if (B == 1 || B == 32)
+      for (ComputeType t : kComputeTypes)
+        benchmark::RegisterBenchmark(compute_name(t, B).c_str(), BM_compute, t, B)
+            ->UseRealTime()
+            ->Iterations(1)
+            ->Repetitions(3)
+            ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(sgemm_name(B).c_str(), BM_sgemm_weights, B)
         ->UseRealTime()
         ->Repetitions(3)
@@ -539,6 +586,41 @@ void print_layouts(const bench::RatioReporter& rep) {
 }
 
 // Sentences/s and tokens/s per batch size, the speedup over batch 1, and GFLOP/s vs sgemm.
+// The compute types' tokens/s over f32's at batch 1 and 32, and their weight memory over f32's.
+void print_compute_types(const bench::RatioReporter& rep) {
+  if (!rep.has(compute_name(ComputeType::F32, 1))) return;
+  std::printf(
+      "\nCompute types (--compute-type), medium, the first %zu inputs, %lld new tokens each, "
+      "medians of 3; int8 on %s, bf16 on %s\n%-6s %14s %14s %14s %14s %14s\n",
+      kComputeInputs, static_cast<long long>(kBatchNew), compute_kernel_name(ComputeType::Int8),
+      compute_kernel_name(ComputeType::Bf16), "type", "tok/s batch 1", "x f32", "tok/s batch 32",
+      "x f32", "weights / f32");
+  const auto cell = [&](ComputeType t, int64_t B, const char* c) {
+    const std::string n = compute_name(t, B);
+    return rep.has(n) ? rep.counter(n, c) : 0.0;
+  };
+  for (ComputeType t : kComputeTypes) {
+    std::printf("%-6s", to_string(t));
+    for (int64_t B : {int64_t(1), int64_t(32)}) {
+      const double tps = cell(t, B, "tokens/s"), f32 = cell(ComputeType::F32, B, "tokens/s");
+      if (tps > 0 && f32 > 0)
+        std::printf(" %14.0f %13.2fx", tps, tps / f32);
+      else
+        std::printf(" %14s %14s", "n/a", "n/a");
+    }
+    const double bytes = cell(t, 1, "weight_bytes"),
+                 f32 = cell(ComputeType::F32, 1, "weight_bytes");
+    if (bytes > 0 && f32 > 0)
+      std::printf(" %14.3f\n", bytes / f32);
+    else
+      std::printf(" %14s\n", "n/a");
+  }
+  std::printf(
+      "Targets (issue 41): int8 over f32 >= 1.8x at batch 1 and >= 1.5x at batch 32, bf16 over "
+      "f32 >= 1.3x at batch 32, int8 weight memory <= 0.30 of f32's (weights as held: f32's "
+      "packed copies, int8's rows, scales and row sums)\n");
+}
+
 void print_batches(const bench::RatioReporter& rep, const BatchRobust& robust) {
   const std::string b1 = batch_name(1);
   if (!rep.has(b1)) return;
@@ -634,6 +716,7 @@ int main(int argc, char** argv) {
   BatchRobust robust;
   if (rep.has(batch_name(1)) && rep.has(batch_name(32))) robust = interleaved_batches();
   print_batches(rep, robust);
+  print_compute_types(rep);
   std::printf(
       "\nTargets (issue 4): medium at 256 tokens cached >= 20x faster than uncached; cached step "
       "at position 256 <= 1.5x position 16; cached step >= 50%% of cblas_sgemv GFLOP/s (step "

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/compute_type.h"
 #include "cli/input_guards.h"
 #include "cli/output_paths.h"
 #include "eval/metrics.h"
@@ -36,6 +37,7 @@ namespace {
 
 struct EvalArgs {
   std::string model, data, out;
+  std::string compute_type = "f32";  // of the decoding; the loss is float32
   int64_t beam = 1, batch = 32;
   bool json = false;
   bool copy_baseline = false;
@@ -119,7 +121,8 @@ int run_eval(const EvalArgs& a) {
          "is a decoder-only model whose vocabulary has no <sep> token: eval scores TSV "
          "pairs as source <sep> target, which this model cannot read (decode its "
          "prompts with generate instead)");
-  const InferenceModel model(f.cfg, f.vocab, f.params, f.where, WeightLayout::Decode, f.codec);
+  const InferenceModel model(f.cfg, f.vocab, f.params, f.where, WeightLayout::Decode, f.codec,
+                             chosen_compute_type(a.compute_type));
   GenerateOptions o;
   o.beam = a.beam;
   o.max_new = model.config().max_positions;  // capped by max_positions in any case
@@ -191,6 +194,7 @@ void register_eval(CLI::App& app, Runner& run) {
                   "the same source are one source with several references")
       ->required();
   sub->add_option("--beam", a->beam, "beam size (1 = greedy)")->capture_default_str();
+  add_compute_type_option(sub, a->compute_type);
   sub->add_option("--batch", a->batch,
                   "examples per batch, for the loss and for decoding (decoded in order of "
                   "length; each gives what it gives alone)")

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/compute_type.h"
 #include "cli/input_guards.h"
 #include "cli/output_paths.h"
 #include "infer/load.h"
@@ -38,6 +39,7 @@ extern "C" void on_sigint(int) {
 
 struct GenerateArgs {
   std::string model, input, input_file, output, trace;
+  std::string compute_type = "f32";
   int64_t batch_size = 1;
   std::vector<std::string> end_tokens;       // --end: extra end tokens besides <eos>
   std::vector<std::string> suppress_tokens;  // --suppress: never generated
@@ -98,6 +100,7 @@ void add_flags(CLI::App* sub, GenerateArgs& a) {
                   "checkpoint.bin written by seqtape train, its run directory, or a directory "
                   "written by seqtape export")
       ->required();
+  add_compute_type_option(sub, a.compute_type);
   a.input_o = sub->add_option(
       "--input", a.input,
       "input text (seq2seq: the source; decoder-only: the prompt, encoded as text <sep>); "
@@ -421,7 +424,8 @@ void check_outputs(const GenerateArgs& a) {
 int run_generate(const GenerateArgs& a) {
   check_flags(a);
   check_outputs(a);
-  InferenceModel model = load_model(a.model);
+  InferenceModel model =
+      load_model(a.model, WeightLayout::Decode, chosen_compute_type(a.compute_type));
   const TextCodec& tok = model.codec();
   GenerateOptions o = options_of(a, model);
   std::ofstream file;

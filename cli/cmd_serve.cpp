@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/compute_type.h"
 #include "infer/load.h"
 #include "infer/model.h"
 #include "serve/server.h"
@@ -28,6 +29,7 @@ constexpr int64_t kMaxTimeoutMs = 86'400'000;  // a day
 
 struct ServeArgs {
   std::string model;
+  std::string compute_type = "f32";
   serve::ServerOptions o;
   int64_t drain_ms = 10000;
   bool max_batch_given = false;
@@ -59,7 +61,8 @@ int run_serve(ServeArgs& a) {
     throw UsageError("--max-batch applies to --scheduler continuous only");
   if (o.port < 0 || o.port > 65535)
     throw UsageError("--port must be in [0, 65535], got " + std::to_string(o.port));
-  const InferenceModel model = load_model(a.model);
+  const InferenceModel model =
+      load_model(a.model, WeightLayout::Decode, chosen_compute_type(a.compute_type));
   o.model_name = model_display_name(a.model);
   serve::Server server(model, o);
   const int port = server.bind();
@@ -108,6 +111,7 @@ void register_serve(CLI::App& app, Runner& run) {
                   "checkpoint.bin written by seqtape train, its run directory, or a directory "
                   "written by seqtape export")
       ->required();
+  add_compute_type_option(sub, a->compute_type);
   sub->add_option("--host", o.host, "address to listen on")->capture_default_str();
   sub->add_option("--port", o.port, "port (0 = a free one, printed)")->capture_default_str();
   sub->add_option("--queue", o.queue, "requests queued or running at most; more get 503")

@@ -115,11 +115,31 @@ BlockShape BlockShape::of(const ModelConfig& cfg, MatrixLayout weights) {
   return d;
 }
 
+// The bias and activation of a product whose rows are summed alone.
+kernels::RowwiseEpilogue epilogue(const Tensor& b, std::optional<Activation> act) {
+  const float* bias = b.defined() ? b.data<float>() : nullptr;
+  return {bias, act.has_value(), act ? act_of(*act) : kernels::Act{}};
+}
+
+void linear(const float* x, int64_t N, const QuantMatrix& w, const Tensor& b, float* y,
+            std::optional<Activation> act) {
+  quant_linear(w, x, N, y, epilogue(b, act));
+}
+
+void project(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w,
+             const QuantWeight& q, const Tensor& b, float* y, MatrixLayout layout,
+             std::optional<Activation> act) {
+  if (q) return linear(x, N, *q, b, y, act);
+  linear(x, N, in, out, w, b, y, layout, act);
+}
+
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
             float* y, MatrixLayout layout, std::optional<Activation> act) {
+  if (layout == MatrixLayout::Quantized)
+    fail("linear", "a quantized matrix needs its QuantMatrix (infer/quant.h)");
   const float* bias = b.defined() ? b.data<float>() : nullptr;
   // each row summed alone: a row's bits never depend on the batch
-  const kernels::RowwiseEpilogue e{bias, act.has_value(), act ? act_of(*act) : kernels::Act{}};
+  const kernels::RowwiseEpilogue e = epilogue(b, act);
   if (layout == MatrixLayout::Packed)
     return kernels::gemm_packed(N, out, in, x, in, w.data<float>(), y, out, e);
   if (layout == MatrixLayout::OutIn)
@@ -142,10 +162,10 @@ void attention_block(const BlockShape& d, const AttnParams& w, const NormParams&
                      const BlockScratch& s, const AttentionObserver& observer) {
   const int64_t C = d.C;
   const float* a_in = sublayer_input(d, norm, x, N, s.in);
-  linear(a_in, N, C, C, w.wq, w.bq, s.q, d.weights);
+  project(a_in, N, C, C, w.wq, w.qwq, w.bq, s.q, d.weights);
   if (project_kv) {
-    linear(a_in, N, C, C, w.wk, w.bk, s.k, d.weights);
-    linear(a_in, N, C, C, w.wv, w.bv, s.v, d.weights);
+    project(a_in, N, C, C, w.wk, w.qwk, w.bk, s.k, d.weights);
+    project(a_in, N, C, C, w.wv, w.qwv, w.bv, s.v, d.weights);
   }
   // The groups are independent (their own queries, keys and ctx rows): split over the threads
   // gemm_nt_rowwise uses when there are several and enough work, each chunk with its own score
@@ -175,30 +195,32 @@ void attention_block(const BlockShape& d, const AttnParams& w, const NormParams&
     };
     kernels::parallel_for(chunks, chunk);
   }
-  linear(s.ctx, N, C, C, w.wo, w.bo, s.out, d.weights);
+  project(s.ctx, N, C, C, w.wo, w.qwo, w.bo, s.out, d.weights);
   residual(d, norm, x, s.out, N);
 }
 
 void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParams& norm, float* x,
                         int64_t N, const BlockScratch& s) {
   const float* a_in = sublayer_input(d, norm, x, N, s.in);
-  linear(a_in, N, d.C, d.F, w.w1, w.b1, s.hid, d.weights, d.activation);
-  linear(s.hid, N, d.F, d.C, w.w2, w.b2, s.out, d.weights);
+  project(a_in, N, d.C, d.F, w.w1, w.qw1, w.b1, s.hid, d.weights, d.activation);
+  project(s.hid, N, d.F, d.C, w.w2, w.qw2, w.b2, s.out, d.weights);
   residual(d, norm, x, s.out, N);
 }
 
 void embed_tokens(const InferenceModel& m, const int32_t* tokens, const int64_t* positions,
                   int64_t N, float* x) {
   const int64_t C = m.config().d_model;
-  const float* E = m.embed().data<float>();                                           // [V, C]
+  const QuantMatrix* Q = m.quant_embed().get();                                       // [V, C]
+  const float* E = Q ? nullptr : m.embed().data<float>();                             // [V, C]
   const float* pe = m.positions().defined() ? m.positions().data<float>() : nullptr;  // [P, C]
   for (int64_t j = 0; j < N; ++j) {
     float* xr = x + j * C;
-    const float* er = E + int64_t(tokens[j]) * C;
-    if (pe)
-      for (int64_t c = 0; c < C; ++c) xr[c] = er[c] + pe[positions[j] * C + c];
+    if (Q)  // the row dequantized in place, then the position added as below
+      Q->dequantize_row(tokens[j], xr);
     else
-      std::memcpy(xr, er, size_t(C) * sizeof(float));
+      std::memcpy(xr, E + int64_t(tokens[j]) * C, size_t(C) * sizeof(float));
+    if (pe)
+      for (int64_t c = 0; c < C; ++c) xr[c] = xr[c] + pe[positions[j] * C + c];
   }
 }
 

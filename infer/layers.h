@@ -95,6 +95,15 @@ void embed_tokens(const InferenceModel& m, const int32_t* tokens, const int64_t*
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
             float* y, MatrixLayout layout, std::optional<Activation> act = std::nullopt);
 
+// y [N, out] = x [N, in]·Wᵀ + b, then act(y), W quantized (infer/quant.h): every row alone.
+void linear(const float* x, int64_t N, const QuantMatrix& w, const Tensor& b, float* y,
+            std::optional<Activation> act = std::nullopt);
+
+// A block's matrix: linear() of its quantized form q when the model has one, else of w.
+void project(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w,
+             const QuantWeight& q, const Tensor& b, float* y, MatrixLayout layout,
+             std::optional<Activation> act = std::nullopt);
+
 // y [N, C] = LN(x) with the norm's gamma and beta (y may be x).
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps);
 

@@ -100,9 +100,10 @@ std::vector<std::string> model_file_paths(const std::string& path) {
   return files;
 }
 
-InferenceModel load_model(const std::string& path, WeightLayout layout) {
+InferenceModel load_model(const std::string& path, WeightLayout layout, ComputeType compute) {
   ModelFiles f = read_model_files(path);
-  return InferenceModel(f.cfg, std::move(f.vocab), f.params, f.where, layout, std::move(f.codec));
+  return InferenceModel(f.cfg, std::move(f.vocab), f.params, f.where, layout, std::move(f.codec),
+                        compute);
 }
 
 }  // namespace seqtape

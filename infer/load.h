@@ -34,7 +34,9 @@ ModelFiles read_model_files(const std::string& path);
 // an export's config.json, vocab.txt, model.safetensors and spm.model (whether present or not).
 std::vector<std::string> model_file_paths(const std::string& path);
 
-// read_model_files, as a model for decoding.
-InferenceModel load_model(const std::string& path, WeightLayout layout = WeightLayout::Decode);
+// read_model_files, as a model for decoding, its weights stored as `compute` says (resolved:
+// f32, int8 or bf16).
+InferenceModel load_model(const std::string& path, WeightLayout layout = WeightLayout::Decode,
+                          ComputeType compute = ComputeType::F32);
 
 }  // namespace seqtape

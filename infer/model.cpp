@@ -66,8 +66,12 @@ NormParams take_norm(ParamTable& t, const std::string& p, const ModelConfig& c) 
   return {t.maybe(dotted(p, pn::kGamma), on), t.maybe(dotted(p, pn::kBeta), on)};
 }
 FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
-  return {t.get(dotted(p, pn::kW1)), t.maybe(dotted(p, pn::kB1), c.ffn_bias),
-          t.get(dotted(p, pn::kW2)), t.maybe(dotted(p, pn::kB2), c.ffn_bias)};
+  return {t.get(dotted(p, pn::kW1)),
+          t.maybe(dotted(p, pn::kB1), c.ffn_bias),
+          t.get(dotted(p, pn::kW2)),
+          t.maybe(dotted(p, pn::kB2), c.ffn_bias),
+          {},
+          {}};
 }
 // A stack's final norm: pre-norm only.
 NormParams take_final_norm(ParamTable& t, const char* stack, const ModelConfig& c) {
@@ -152,15 +156,50 @@ void pack_ffn(FfnParams& f) {
   f.w2 = packed(f.w2);
 }
 
+// W [in, out] → quantized as [out, in]; the float32 tensor is let go (a checkpoint's is freed
+// with the params, a live model's stays its own).
+QuantWeight quantized(Tensor& w, ComputeType t) {
+  const int64_t in = w.shape()[0], out = w.shape()[1];
+  auto q = std::make_shared<const QuantMatrix>(quantize(t, w.data<float>(), out, in, 1, out));
+  w = Tensor();
+  return q;
+}
+
+void quantize_attention(AttnParams& a, ComputeType t) {
+  a.qwq = quantized(a.wq, t);
+  a.qwk = quantized(a.wk, t);
+  a.qwv = quantized(a.wv, t);
+  a.qwo = quantized(a.wo, t);
+}
+
+void quantize_ffn(FfnParams& f, ComputeType t) {
+  f.qw1 = quantized(f.w1, t);
+  f.qw2 = quantized(f.w2, t);
+}
+
+size_t matrix_bytes(const Tensor& w, const QuantWeight& q) {
+  return q ? q->bytes() : w.defined() ? size_t(w.numel()) * sizeof(float) : 0;
+}
+size_t attention_bytes(const AttnParams& a) {
+  return matrix_bytes(a.wq, a.qwq) + matrix_bytes(a.wk, a.qwk) + matrix_bytes(a.wv, a.qwv) +
+         matrix_bytes(a.wo, a.qwo);
+}
+size_t ffn_bytes(const FfnParams& f) {
+  return matrix_bytes(f.w1, f.qw1) + matrix_bytes(f.w2, f.qw2);
+}
+
 }  // namespace
 
 InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
                                const std::vector<NamedTensor>& params, const std::string& where,
-                               WeightLayout layout, std::shared_ptr<const TextCodec> codec)
+                               WeightLayout layout, std::shared_ptr<const TextCodec> codec,
+                               ComputeType compute)
     : cfg_(cfg),
       vocab_(std::move(vocab)),
       codec_(codec ? std::move(codec) : std::make_shared<const CharCodec>(vocab_)),
-      layout_(layout) {
+      layout_(layout),
+      compute_(compute) {
+  if (compute_ == ComputeType::Auto) fail(where, "compute type auto must be resolved first");
   if (codec_->vocab().tokens() != vocab_.tokens())
     fail(where, "the tokenizer's " + std::to_string(codec_->vocab().size()) +
                     " tokens are not the vocabulary of " + std::to_string(vocab_.size()));
@@ -180,7 +219,9 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   tied_ = cfg_.tie_output;
   if (!tied_) out_w_ = table.get(dotted(pn::kOutProj, pn::kWeight));  // [C, V]
   out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));                // [V]
-  if (layout_ == WeightLayout::Decode) {
+  if (compute_ != ComputeType::F32) {
+    quantize_weights();
+  } else if (layout_ == WeightLayout::Decode) {
     for (EncoderLayerParams& l : encoder_) {
       pack_attention(l.self_attn);
       pack_ffn(l.ffn);
@@ -194,9 +235,39 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   }
 }
 
-InferenceModel InferenceModel::load(const std::string& path, WeightLayout layout) {
+// The embedding (shared with a tied output projection) and every matrix, as compute_ says.
+void InferenceModel::quantize_weights() {
+  const int64_t V = cfg_.vocab_size, C = cfg_.d_model;
+  q_embed_ =
+      std::make_shared<const QuantMatrix>(quantize(compute_, embed_.data<float>(), V, C, C, 1));
+  embed_ = Tensor();
+  q_out_ = tied_ ? q_embed_ : quantized(out_w_, compute_);
+  for (EncoderLayerParams& l : encoder_) {
+    quantize_attention(l.self_attn, compute_);
+    quantize_ffn(l.ffn, compute_);
+  }
+  for (DecoderLayerParams& l : decoder_) {
+    quantize_attention(l.self_attn, compute_);
+    if (seq2seq()) quantize_attention(l.cross_attn, compute_);
+    quantize_ffn(l.ffn, compute_);
+  }
+}
+
+size_t InferenceModel::weight_bytes() const {
+  size_t b = matrix_bytes(embed_, q_embed_);
+  if (!tied_ || layout_ == WeightLayout::Decode)
+    b += matrix_bytes(out_w_, tied_ ? nullptr : q_out_);
+  for (const EncoderLayerParams& l : encoder_) b += attention_bytes(l.self_attn) + ffn_bytes(l.ffn);
+  for (const DecoderLayerParams& l : decoder_)
+    b += attention_bytes(l.self_attn) + attention_bytes(l.cross_attn) + ffn_bytes(l.ffn);
+  return b;
+}
+
+InferenceModel InferenceModel::load(const std::string& path, WeightLayout layout,
+                                    ComputeType compute) {
   ModelFiles f = read_checkpoint_files(path);
-  return InferenceModel(f.cfg, std::move(f.vocab), f.params, f.where, layout, std::move(f.codec));
+  return InferenceModel(f.cfg, std::move(f.vocab), f.params, f.where, layout, std::move(f.codec),
+                        compute);
 }
 
 }  // namespace seqtape

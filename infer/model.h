@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "infer/quant.h"
 #include "io/checkpoint.h"  // NamedTensor
 #include "model/config.h"
 #include "tensor/tensor.h"
@@ -37,13 +38,16 @@ namespace seqtape {
 enum class WeightLayout { Training, Decode };
 
 // How one matrix is stored, as infer/layers.h's linear() reads it: [in, out]; [out, in] (the
-// embedding [V, C] as a tied output projection); or packed in strips (WeightLayout::Decode).
-enum class MatrixLayout { InOut, OutIn, Packed };
+// embedding [V, C] as a tied output projection); packed in strips (WeightLayout::Decode); or
+// quantized (--compute-type int8 or bf16): the tensor is then undefined and the matrix is the
+// params' QuantWeight beside it (infer/quant.h).
+enum class MatrixLayout { InOut, OutIn, Packed, Quantized };
 
 // One multi-head attention block. w* [C, C] in the [in, out] layout (packed in a
 // WeightLayout::Decode model); b* [C], undefined without attn_bias.
 struct AttnParams {
   Tensor wq, bq, wk, bk, wv, bv, wo, bo;
+  QuantWeight qwq, qwk, qwv, qwo;  // MatrixLayout::Quantized: wq, wk, wv, wo as [out, in]
 };
 
 // gamma, beta [C]; both undefined with norm placement none.
@@ -56,6 +60,7 @@ struct NormParams {
 // undefined without ffn_bias.
 struct FfnParams {
   Tensor w1, b1, w2, b2;
+  QuantWeight qw1, qw2;  // MatrixLayout::Quantized: w1, w2 as [out, in]
 };
 
 struct EncoderLayerParams {
@@ -78,18 +83,21 @@ class InferenceModel {
  public:
   // Reads a checkpoint; any damage, a bad configuration or a weight that does not fit it is an
   // Error naming the file.
-  static InferenceModel load(const std::string& path, WeightLayout layout = WeightLayout::Decode);
+  static InferenceModel load(const std::string& path, WeightLayout layout = WeightLayout::Decode,
+                             ComputeType compute = ComputeType::F32);
 
   // Takes the weights by name (float64 tensors are converted; float32 ones are shared, not
   // copied, in the Training layout). Every parameter the configuration implies must be present
   // with its shape, no other name may appear, and every value must be finite; otherwise an
   // Error names `where` and the parameter. The vocabulary must have cfg.vocab_size tokens.
   // codec: how text becomes ids (a SentencePiece model, say) over the same vocabulary; null for
-  // the character tokenizer over `vocab`.
+  // the character tokenizer over `vocab`. compute int8 or bf16 (resolved: never auto) stores the
+  // embedding and every matrix quantized (infer/quant.h) in place of the float32 ones.
   InferenceModel(const ModelConfig& cfg, Vocab vocab, const std::vector<NamedTensor>& params,
                  const std::string& where = "parameters",
                  WeightLayout layout = WeightLayout::Training,
-                 std::shared_ptr<const TextCodec> codec = nullptr);
+                 std::shared_ptr<const TextCodec> codec = nullptr,
+                 ComputeType compute = ComputeType::F32);
 
   const ModelConfig& config() const { return cfg_; }
   const Vocab& vocab() const { return vocab_; }
@@ -98,18 +106,24 @@ class InferenceModel {
   const TextCodec& codec() const { return *codec_; }
   bool seq2seq() const { return cfg_.arch == Arch::Seq2Seq; }
 
-  const Tensor& embed() const { return embed_; }          // [V, C]
+  const Tensor& embed() const { return embed_; }               // [V, C]; undefined when quantized
+  const QuantWeight& quant_embed() const { return q_embed_; }  // [V, C] when quantized
+  const QuantWeight& quant_out_weight() const { return q_out_; }  // [V, C] when quantized
+  ComputeType compute_type() const { return compute_; }           // f32, int8 or bf16
+  size_t weight_bytes() const;  // the matrices and embedding as held (biases, norms excluded)
   const Tensor& positions() const { return positions_; }  // [P, C]; undefined for PE none
   // Output projection: [C, V]; the embedding [V, C] itself when tied (MatrixLayout::OutIn); or
   // either packed in the Decode layout.
   const Tensor& out_weight() const { return out_w_.defined() ? out_w_ : embed_; }
   MatrixLayout out_weight_layout() const {
-    return layout_ == WeightLayout::Decode ? MatrixLayout::Packed
-           : tied_                         ? MatrixLayout::OutIn
-                                           : MatrixLayout::InOut;
+    return compute_ != ComputeType::F32      ? MatrixLayout::Quantized
+           : layout_ == WeightLayout::Decode ? MatrixLayout::Packed
+           : tied_                           ? MatrixLayout::OutIn
+                                             : MatrixLayout::InOut;
   }
   // Every layer's matrices: [in, out], or packed in the Decode layout.
   MatrixLayout matrix_layout() const {
+    if (compute_ != ComputeType::F32) return MatrixLayout::Quantized;
     return layout_ == WeightLayout::Decode ? MatrixLayout::Packed : MatrixLayout::InOut;
   }
   bool tied_output() const { return tied_; }
@@ -124,12 +138,16 @@ class InferenceModel {
   size_t parameter_count() const { return parameter_count_; }  // scalars
 
  private:
+  void quantize_weights();
+
   ModelConfig cfg_;
   Vocab vocab_;
   std::shared_ptr<const TextCodec> codec_;
   Tensor embed_, positions_, out_w_, out_b_;
   bool tied_ = false;
   WeightLayout layout_ = WeightLayout::Training;
+  ComputeType compute_ = ComputeType::F32;
+  QuantWeight q_embed_, q_out_;
   std::vector<EncoderLayerParams> encoder_;
   std::vector<DecoderLayerParams> decoder_;
   NormParams encoder_final_, decoder_final_;

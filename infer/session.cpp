@@ -333,8 +333,8 @@ void DecodeSession::project_cross(const float* mem, std::span<const int64_t> off
   const size_t head_bytes = size_t(Dh_) * sizeof(float);
   for (size_t l = 0; l < size_t(L_); ++l) {
     const AttnParams& A = m_.decoder_layers()[l].cross_attn;
-    linear(mem + r0 * C_, N, C_, C_, A.wk, A.bk, kx, decoder_shape_.weights);
-    linear(mem + r0 * C_, N, C_, C_, A.wv, A.bv, vx, decoder_shape_.weights);
+    project(mem + r0 * C_, N, C_, C_, A.wk, A.qwk, A.bk, kx, decoder_shape_.weights);
+    project(mem + r0 * C_, N, C_, C_, A.wv, A.qwv, A.bv, vx, decoder_shape_.weights);
     for (size_t i = 0; i < slots.size(); ++i) {
       const int64_t b = slots[i];
       float* ck = cross_k_[l].data<float>() + b * H_ * S_ * Dh_;  // [H, S, Dh] of source b
@@ -530,7 +530,8 @@ void DecodeSession::decode_rows(std::span<const int32_t> all_rows, size_t i0, si
     layer_norm(h, m_.decoder_final_norm(), h, m, C_, decoder_shape_.eps);
   float* out = logits_.data<float>() + (all_positions ? r0 : int64_t(i0)) * V_;  // [m, V]
   // logits = h·W + b with W [C, V], or W [V, C] (tied embedding, Decode layout) transposed
-  linear(h, m, C_, V_, m_.out_weight(), m_.out_bias(), out, m_.out_weight_layout());
+  project(h, m, C_, V_, m_.out_weight(), m_.quant_out_weight(), m_.out_bias(), out,
+          m_.out_weight_layout());
 }
 
 const float* DecodeSession::recompute(std::span<const int32_t> rows) {

@@ -276,6 +276,7 @@ struct Server::Impl {
                             {"config", model.config().to_json()},
                             {"vocab_size", model.vocab().size()},
                             {"parameters", model.parameter_count()},
+                            {"compute_type", to_string(model.compute_type())},
                             {"scheduler", scheduler->name()},
                             {"queue", opt.queue},
                             {"max_batch", opt.max_batch},

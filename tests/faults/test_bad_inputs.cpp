@@ -845,6 +845,12 @@ const std::vector<Row>& rows() {
        {"eval", "--model", "ck_good/checkpoint.bin", "--data", "data/valid.tsv", "--beam", "0"},
        kUsage,
        {"--beam"}},
+      {"eval_unknown_compute_type",
+       "eval --compute-type int4",
+       {"eval", "--model", "ck_good/checkpoint.bin", "--data", "data/valid.tsv", "--compute-type",
+        "int4"},
+       kUsage,
+       {"--compute-type must be f32, bf16, int8 or auto", "'int4'"}},
       {"eval_out_missing_dir",
        "eval --out in a directory that does not exist (refused before decoding)",
        {"eval", "--model", "ck_good/checkpoint.bin", "--data", "data/valid.tsv", "--out",
@@ -1003,6 +1009,11 @@ const std::vector<Row>& rows() {
        {"generate", "--model", "run/checkpoint.bin", "--input", "\xff\xfe"},
        kData,
        {"UTF-8"}},
+      {"generate_unknown_compute_type",
+       "--compute-type fp16",
+       {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--compute-type", "fp16"},
+       kUsage,
+       {"--compute-type must be f32, bf16, int8 or auto", "'fp16'"}},
       {"generate_zero_beam",
        "--beam 0",
        {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--beam", "0"},
@@ -1517,6 +1528,35 @@ TEST_P(BadInput, ExitsWithItsClassAndSaysWhatIsWrong) {
 
 INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(rows()),
                          [](const ::testing::TestParamInfo<Row>& i) { return i.param.id; });
+
+// --compute-type on a CPU without the units (SEQTAPE_ROWWISE_PATH=portable: no AVX2 for int8,
+// no AVX-512 BF16): int8 and bf16 are usage errors naming what is missing; auto falls back to
+// f32 and says so, decoding what f32 decodes.
+TEST(ComputeTypeCli, MissingUnitsAreNamedAndAutoFallsBackToF32) {
+  const std::string dir = Workspace::get().dir();
+  const std::vector<std::string> gen = {"generate", "--model", "run/checkpoint.bin", "--input",
+                                        "今天"};
+  const auto with = [&](const std::string& type) {
+    std::vector<std::string> a = gen;
+    a.insert(a.end(), {"--compute-type", type});
+    return run_cli(a, dir);
+  };
+  const CliResult f32 = run_cli(gen, dir);
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  struct Restore {
+    ~Restore() { unsetenv("SEQTAPE_ROWWISE_PATH"); }
+  } restore;
+  setenv("SEQTAPE_ROWWISE_PATH", "portable", 1);
+  const CliResult int8 = with("int8"), bf16 = with("bf16"), chosen = with("auto");
+  EXPECT_EQ(int8.exit_code, 2) << int8.err;
+  EXPECT_NE(int8.err.find("--compute-type int8: this CPU lacks AVX2"), std::string::npos)
+      << int8.err;
+  EXPECT_EQ(bf16.exit_code, 2) << bf16.err;
+  EXPECT_NE(bf16.err.find("lacks AVX-512 BF16"), std::string::npos) << bf16.err;
+  EXPECT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_NE(chosen.err.find("compute type: auto chose f32"), std::string::npos) << chosen.err;
+  EXPECT_EQ(chosen.out, f32.out);
+}
 
 // The good side of --end: a token given with --end ends decoding as <eos> does.
 TEST(GenerateCli, EndTokenEndsLikeEos) {

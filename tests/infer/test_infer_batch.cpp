@@ -25,31 +25,12 @@
 namespace seqtape {
 namespace {
 
+using test_util::expect_each_alone;
 using test_util::make_wide;
 using test_util::varied_inputs;
 using test_util::Wide;
 using test_util::wide_config;
 using test_util::wide_vocab;
-
-void expect_each_alone(const InferenceModel& m, const std::vector<std::vector<int32_t>>& in,
-                       const GenerateOptions& o, const std::string& what) {
-  const std::vector<GenerateResult> batch = generate(m, in, o);
-  size_t generated = 0;
-  for (const GenerateResult& r : batch) generated += r.tokens.size();
-  EXPECT_GE(generated, 3 * in.size()) << what << ": too few steps to exercise the batch";
-  for (size_t i = 0; i < in.size(); ++i) {
-    const GenerateResult alone = generate(m, {in[i]}, o).at(0);
-    EXPECT_EQ(batch[i].tokens, alone.tokens) << what << ", input " << i;
-    EXPECT_EQ(batch[i].score, alone.score) << what << ", input " << i;  // to the bit
-    EXPECT_EQ(batch[i].stop_reason, alone.stop_reason) << what << ", input " << i;
-    EXPECT_EQ(batch[i].cache_lengths, alone.cache_lengths) << what << ", input " << i;
-    ASSERT_EQ(batch[i].n_best.size(), alone.n_best.size());
-    for (size_t k = 0; k < alone.n_best.size(); ++k) {
-      EXPECT_EQ(batch[i].n_best[k].tokens, alone.n_best[k].tokens) << what << ", input " << i;
-      EXPECT_EQ(batch[i].n_best[k].score, alone.n_best[k].score);
-    }
-  }
-}
 
 TEST(InferBatch, EveryRowGivesWhatItGivesAloneOnTheDecodeLayout) {
   for (Arch arch : {Arch::Seq2Seq, Arch::DecoderOnly}) {

@@ -2,11 +2,14 @@
 // A "wide" model for the batching tests (tests/infer): V 54, C 48, 4 heads, F 96, 2 + 2 layers, on
 // the Decode layout the CLI and the server load, and inputs of 1 to 11 tokens.
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "infer/model.h"
+#include "infer/search.h"
 #include "nn/transformer.h"
 #include "tests/infer/fixtures.h"
 #include "tests/test_util.h"
@@ -36,12 +39,13 @@ struct Wide {
   std::unique_ptr<InferenceModel> m;
 };
 
-inline Wide make_wide(Arch arch, uint64_t seed) {
+// compute: how the decoding model stores its matrices (infer/quant.h).
+inline Wide make_wide(Arch arch, uint64_t seed, ComputeType compute = ComputeType::F32) {
   const Vocab v = wide_vocab();
   Wide w;
   w.net = make_model(wide_config(arch, v, seed));
   w.m = std::make_unique<InferenceModel>(w.net->config(), v, test_util::weights_of(*w.net),
-                                         "live model", WeightLayout::Decode);
+                                         "live model", WeightLayout::Decode, nullptr, compute);
   return w;
 }
 
@@ -54,6 +58,28 @@ inline std::vector<std::vector<int32_t>> varied_inputs(Arch arch) {
                                           {10, 11, 30, 22, end},
                                           {45, 46, 47, 48, 49, 5, 6, end}};
   return in;
+}
+
+// Decoding `in` at once gives every input the tokens, score, stop reason, cache lengths and
+// n-best list it gets alone (the scores to the bit).
+inline void expect_each_alone(const InferenceModel& m, const std::vector<std::vector<int32_t>>& in,
+                              const GenerateOptions& o, const std::string& what) {
+  const std::vector<GenerateResult> batch = generate(m, in, o);
+  size_t generated = 0;
+  for (const GenerateResult& r : batch) generated += r.tokens.size();
+  EXPECT_GE(generated, 3 * in.size()) << what << ": too few steps to exercise the batch";
+  for (size_t i = 0; i < in.size(); ++i) {
+    const GenerateResult alone = generate(m, {in[i]}, o).at(0);
+    EXPECT_EQ(batch[i].tokens, alone.tokens) << what << ", input " << i;
+    EXPECT_EQ(batch[i].score, alone.score) << what << ", input " << i;  // to the bit
+    EXPECT_EQ(batch[i].stop_reason, alone.stop_reason) << what << ", input " << i;
+    EXPECT_EQ(batch[i].cache_lengths, alone.cache_lengths) << what << ", input " << i;
+    ASSERT_EQ(batch[i].n_best.size(), alone.n_best.size());
+    for (size_t k = 0; k < alone.n_best.size(); ++k) {
+      EXPECT_EQ(batch[i].n_best[k].tokens, alone.n_best[k].tokens) << what << ", input " << i;
+      EXPECT_EQ(batch[i].n_best[k].score, alone.n_best[k].score);
+    }
+  }
 }
 
 }  // namespace seqtape::test_util

@@ -92,10 +92,10 @@ Spec make_spec(std::mt19937& rng, int i) {
   return s;
 }
 
-json offline(const std::string& text, const GenerateOptions& o) {
-  const std::vector<int32_t> ids = encode_input(f15(), f15().codec(), text);
-  const GenerateResult r = generate(f15(), {ids}, o).at(0);
-  return serve_test::timeless(result_json(text, unk_count(f15().vocab(), ids), r, o, 0.0));
+json offline(const std::string& text, const GenerateOptions& o, const InferenceModel& m = f15()) {
+  const std::vector<int32_t> ids = encode_input(m, m.codec(), text);
+  const GenerateResult r = generate(m, {ids}, o).at(0);
+  return serve_test::timeless(result_json(text, unk_count(m.vocab(), ids), r, o, 0.0));
 }
 
 json get_json(int port, const std::string& path) {
@@ -333,6 +333,22 @@ TEST(Serve, RequestBeyondTheMemoryBudgetGets400) {
   EXPECT_EQ(again->status, 200) << again->body;
 }
 
+// A model loaded with --compute-type int8 says so in /v1/model and decodes what the same
+// quantized model decodes offline.
+TEST(Serve, ModelEndpointShowsTheComputeType) {
+  static const InferenceModel int8 =
+      InferenceModel::load(serve_test::f15_path(), WeightLayout::Decode, ComputeType::Int8);
+  RunningServer srv(int8, test_options());
+  EXPECT_EQ(get_json(srv.port, "/v1/model")["compute_type"], "int8");
+  httplib::Client cli("127.0.0.1", srv.port);
+  auto r = cli.Post("/v1/generate", R"({"input": "我爱", "max_new": 8})", "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  GenerateOptions o;
+  o.max_new = 8;
+  EXPECT_EQ(serve_test::timeless(json::parse(r->body)), offline("我爱", o, int8));
+}
+
 TEST(Serve, HealthAndModelEndpoints) {
   RunningServer srv(f15(), test_options());
   const json h = get_json(srv.port, "/healthz");
@@ -340,6 +356,7 @@ TEST(Serve, HealthAndModelEndpoints) {
   const json m = get_json(srv.port, "/v1/model");
   EXPECT_EQ(m["vocab_size"], 7);
   EXPECT_EQ(m["parameters"], 219);  // datasets/f15/README.md
+  EXPECT_EQ(m["compute_type"], "f32");
   EXPECT_EQ(m["config"]["arch"], "decoder_only");
   EXPECT_EQ(m["limits"]["max_new"], 64);
   httplib::Client cli("127.0.0.1", srv.port);
