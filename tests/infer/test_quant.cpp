@@ -8,7 +8,6 @@
 #include <cfloat>
 #include <cmath>
 #include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "infer/quant_kernels.h"
 #include "infer/session.h"
 #include "tensor/kernels.h"
+#include "tensor/rng.h"
 #include "tests/infer/wide_model.h"
 
 namespace seqtape {
@@ -27,10 +27,9 @@ using test_util::varied_inputs;
 using test_util::Wide;
 
 std::vector<float> random_values(size_t n, uint32_t seed, float spread) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> d(0.f, spread);
+  Rng rng(seed);  // the same values on every standard library
   std::vector<float> v(n);
-  for (float& x : v) x = d(gen);
+  for (float& x : v) x = static_cast<float>(spread * rng.normal());
   return v;
 }
 
