@@ -1,5 +1,6 @@
 // `seqtape serve`: an HTTP server over a checkpoint (serve/server.h): POST /v1/generate (JSON or
 // Server-Sent Events), GET /healthz, GET /v1/model and a playground page at /.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -31,7 +32,14 @@ struct ServeArgs {
   serve::ServerOptions o;
   int64_t drain_ms = 10000;
   bool max_batch_given = false;
+  bool http_threads_given = false;
+  bool threads_given = false;  // the old name of --http-threads: refused, naming the new one
+  int64_t threads = 0;
 };
+
+// Connections served at once when --http-threads is not given: enough for a client per row of
+// the batch, so that --max-batch concurrent requests can all be decoding.
+constexpr size_t kDefaultHttpThreads = 128;
 
 // What /v1/model shows of --model: its last component (the checkpoint's or the directory's
 // name); the server's own path is none of a client's business.
@@ -50,6 +58,12 @@ std::string server_url(const std::string& host, int port) {
 
 int run_serve(ServeArgs& a) {
   serve::ServerOptions o = a.o;
+  if (a.threads_given)
+    throw UsageError(
+        "serve has no --threads: connections served at once is --http-threads (--threads is "
+        "the compute threads of train and vocab)");
+  if (!a.http_threads_given)
+    o.http_threads = std::max(kDefaultHttpThreads, size_t(std::max<int64_t>(o.max_batch, 0)));
   if (o.scheduler != "continuous" && o.scheduler != "serial")
     throw UsageError("--scheduler must be continuous or serial, got '" + o.scheduler + "'");
   if (o.max_batch < 1 || o.max_batch > kMaxBatchLimit)
@@ -126,9 +140,16 @@ void register_serve(CLI::App& app, Runner& run) {
           ->capture_default_str();
   // Every bound is checked on the flag's text (in_range): the size_t ones would otherwise take
   // -1 as 2^64 - 1 (--threads -1 started threads until the machine had none left).
-  sub->add_option("--threads", o.http_threads, "connections served at once (a thread each)")
-      ->capture_default_str()
-      ->check(in_range(2, 1024));
+  CLI::Option* http_threads =
+      sub->add_option("--http-threads", o.http_threads,
+                      "connections served at once (a thread each); default: 128, or --max-batch "
+                      "when larger")
+          ->check(in_range(2, 4096));
+  CLI::Option* threads = sub->add_option("--threads", a->threads)->group("");  // refused
+  sub->add_option("--access-log", o.access_log,
+                  "one JSON line per request (id, endpoint, status, tokens, queue and total "
+                  "ms): - for stderr, a file to append to, or \"\" for none")
+      ->capture_default_str();
   sub->add_option("--max-body", o.limits.max_body_bytes, "largest request body, bytes")
       ->capture_default_str()
       ->check(in_range(1, 1 << 30));
@@ -155,7 +176,7 @@ void register_serve(CLI::App& app, Runner& run) {
       ->check(in_range(1, kMaxTimeoutMs));
   sub->add_option("--max-client-connections", o.max_client_connections,
                   "connections open at once from one client address (more get 503), so that "
-                  "one client cannot take every --threads slot")
+                  "one client cannot take every --http-threads slot")
       ->capture_default_str()
       ->check(in_range(1, 1024));
   sub->add_option("--write-timeout-ms", o.write_timeout_ms, "per socket write (slow readers)")
@@ -165,8 +186,10 @@ void register_serve(CLI::App& app, Runner& run) {
                   "on SIGTERM: time in-flight requests get to finish before they are cancelled")
       ->capture_default_str()
       ->check(in_range(0, kMaxTimeoutMs));
-  sub->callback([&run, a, max_batch] {
+  sub->callback([&run, a, max_batch, http_threads, threads] {
     a->max_batch_given = max_batch->count() > 0;
+    a->http_threads_given = http_threads->count() > 0;
+    a->threads_given = threads->count() > 0;
     run = [a] { return run_serve(*a); };
   });
 }

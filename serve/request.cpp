@@ -75,10 +75,7 @@ const std::vector<std::string>& request_fields() {
   return fields;
 }
 
-namespace {
-
-// The body as a JSON object whose every key is a request field.
-json parse_body(const std::string& body, const Limits& limits) {
+json parse_json_object(const std::string& body, const Limits& limits) {
   if (body.size() > limits.max_body_bytes)
     throw RequestError("body", "body is " + std::to_string(body.size()) +
                                    " bytes, more than the limit of " +
@@ -90,12 +87,18 @@ json parse_body(const std::string& body, const Limits& limits) {
     throw RequestError("body", std::string("body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw RequestError("body", "body must be a JSON object");
+  return j;
+}
+
+namespace {
+
+// Every key of the body is a request field.
+void check_fields(const json& j) {
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const std::string& f : request_fields()) known = known || f == key;
     if (!known) throw RequestError(key, "unknown field '" + key + "'");
   }
-  return j;
 }
 
 // input (one string) or inputs (a list).
@@ -220,7 +223,12 @@ void check_memory(const InferenceModel& model, const GenerateRequest& r) {
 
 GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,
                                        const Limits& limits) {
-  const json j = parse_body(body, limits);
+  return parse_generate_json(parse_json_object(body, limits), model, limits);
+}
+
+GenerateRequest parse_generate_json(const json& j, const InferenceModel& model,
+                                    const Limits& limits) {
+  check_fields(j);
   GenerateRequest r;
   read_texts(j, limits, r);
   if (j.contains("stream")) r.stream = get_bool(j["stream"], "stream");

@@ -4,6 +4,7 @@
 // Dimension key: B inputs of one job.
 #include "serve/scheduler.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "infer/search.h"
@@ -41,6 +42,7 @@ bool QueuedScheduler::submit(std::shared_ptr<Job> job) {
       ++counts_.rejected;
       return false;
     }
+    job->submitted = std::chrono::steady_clock::now();
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
@@ -68,15 +70,28 @@ SchedulerStats QueuedScheduler::stats() const {
   return s;
 }
 
-void QueuedScheduler::count_step() {
+void QueuedScheduler::observe_steps(std::function<void(int64_t rows)> on_step) {
+  std::lock_guard<std::mutex> l(m_);
+  on_step_ = std::move(on_step);
+}
+
+void QueuedScheduler::count_step(int64_t rows) {
   std::lock_guard<std::mutex> l(m_);
   ++counts_.steps;
+  if (on_step_) on_step_(rows);
+}
+
+void QueuedScheduler::start_job(const std::shared_ptr<Job>& job) {
+  job->started = std::chrono::steady_clock::now();
+  queue_.pop_front();
+  ++running_jobs_;
 }
 
 bool QueuedScheduler::cancel_before_step(const Job& job) {
   if (before_step_) before_step_();
   const bool stop = job.cancel.load() || cancel_all_.load();
-  if (!stop) count_step();
+  // One input decoded alone: its beam's or its draws' rows.
+  if (!stop) count_step(std::max(job.options.beam, job.options.num_samples));
   return stop;
 }
 
@@ -109,9 +124,8 @@ void SerialScheduler::loop() {
       std::unique_lock<std::mutex> l(m_);
       cv_.wait(l, [&] { return !queue_.empty() || stopping_; });
       if (queue_.empty()) return;  // stopping and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      ++running_jobs_;
+      job = queue_.front();
+      start_job(job);
     }
     run(*job);
     job_ended(*job);
@@ -323,8 +337,7 @@ void ContinuousScheduler::take_inputs() {
     if (B > 0 && !admit_input(*s)) return;  // no room yet: the job stays queued
     {
       std::lock_guard<std::mutex> l(m_);
-      queue_.pop_front();
-      ++running_jobs_;
+      start_job(s->job);
     }
     Started& now = *s;
     started_.push_back(std::move(s));
@@ -406,7 +419,7 @@ void ContinuousScheduler::step() {
     cancel_rows();  // asked again after the hook, as the serial scheduler does
     if (loop_->empty()) return;
   }
-  count_step();
+  count_step(max_batch_ - stepper_->free_rows());
   loop_->step();
 }
 

@@ -48,6 +48,9 @@ struct Job {
   std::vector<GenerateResult> results;  // [B]
   std::vector<double> seconds;          // [B] decoding wall time of each input
   std::string error;                    // non-empty: decoding failed (a bug; answered 500)
+  // When submit() took the job, and when its first input started decoding (the queue wait).
+  std::chrono::steady_clock::time_point submitted{}, started{};
+  std::chrono::steady_clock::time_point first_token{};  // set by the server's on_stream hook
 
   void finish();
   // Waits until finished or `timeout`; true when finished.
@@ -77,6 +80,9 @@ class Scheduler {
   virtual void shutdown(std::chrono::steady_clock::time_point deadline) = 0;
   virtual SchedulerStats stats() const = 0;
   virtual const char* name() const = 0;
+  // `on_step(rows)` runs on a decoding thread after every model call is counted, with the rows
+  // (hypotheses) that call decodes (/metrics' batch sizes).
+  virtual void observe_steps(std::function<void(int64_t rows)> on_step) = 0;
 };
 
 // Decodes input b of `job` alone with generate() (the strategy its options select), streaming
@@ -94,10 +100,13 @@ class QueuedScheduler : public Scheduler {
   bool submit(std::shared_ptr<Job> job) final;
   void shutdown(std::chrono::steady_clock::time_point deadline) final;
   SchedulerStats stats() const final;
+  void observe_steps(std::function<void(int64_t rows)> on_step) final;
 
  protected:
   QueuedScheduler(const InferenceModel& model, size_t capacity, std::function<void()> before_step);
-  void count_step();
+  void count_step(int64_t rows);
+  // Takes job (the front of queue_, under m_) as started.
+  void start_job(const std::shared_ptr<Job>& job);
   // Before each step of a generate() over `job`: runs before_step, then true when the job is
   // cancelled (the step is not taken), else counts the step.
   bool cancel_before_step(const Job& job);
@@ -107,6 +116,7 @@ class QueuedScheduler : public Scheduler {
   const InferenceModel& model_;
   const size_t capacity_;
   std::function<void()> before_step_;
+  std::function<void(int64_t rows)> on_step_;  // under m_
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;  // not started yet

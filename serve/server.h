@@ -9,6 +9,10 @@
 //                      result (stop_reason, cache_lengths, ...) and its "index", `event: end`
 //                      last. In every event "index" is the input's position in "inputs" (0 for
 //                      "input") and "input" is only ever the source text (done events).
+//   POST /v1/completions, GET /v1/models
+//                      OpenAI's completion API (serve/openai.h); errors in OpenAI's shape
+//                      {"error": {"message", "type", "param", "code"}}
+//   GET  /metrics      Prometheus' text format (serve/metrics.h)
 //   GET  /healthz      {"status": "ok" | "stopping", queue and job counts}
 //   GET  /v1/model     configuration, vocabulary size, parameter count, limits
 //   GET  /             the playground page
@@ -43,6 +47,7 @@ struct ServerOptions {
   int request_timeout_ms = 10000;     // from a request's first byte to its last (else 408)
   size_t max_head_bytes = 16384;      // the request line and headers (else 431)
   std::string model_name;             // shown by /v1/model: a file name, never the server's path
+  std::string access_log = "-";       // one JSON line per request: "-" stderr, "" none, or a file
   std::function<void()> before_step;  // tests: runs before each decoding step
 };
 

@@ -25,6 +25,7 @@ namespace seqtape {
 namespace {
 
 using nlohmann::json;
+using serve_test::command_output;
 using serve_test::RawSocket;
 using serve_test::RunningServer;
 using namespace std::chrono_literals;
@@ -154,6 +155,7 @@ std::string check_answer(const Spec& s, int status, const std::string& body) {
 
 serve::ServerOptions test_options() {
   serve::ServerOptions o;
+  o.access_log = "";  // tests/serve/test_serve_ops.cpp reads it
   o.queue = 64;
   o.http_threads = 72;
   o.max_client_connections = 72;  // the load test's 64 clients all come from 127.0.0.1
@@ -846,19 +848,6 @@ void expect_drains_then_cancels(serve::Scheduler& sched, const std::atomic<int>&
   EXPECT_EQ(st.running, 0);
 }
 
-// Runs a shell command; its stdout, and fails the test unless it exits 0.
-std::string command_output(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  if (!p) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << cmd;
-  return out;
-}
-
 // A model whose text goes through SentencePiece (a few steps of `seqtape train --vocab`, served
 // from its run directory) reads each request with its own SentencePiece model, as generate
 // does: spaces are pieces' "▁", not unknown characters.
@@ -1005,10 +994,11 @@ TEST(Serve, CommandChecksSchedulerMaxBatchAndLimits) {
       {"--max-batch -3", "--max-batch must be in [1, 4096], got -3"},
       {"--max-batch many", "--max-batch"},
       {"--scheduler serial --max-batch 4", "--max-batch applies to --scheduler continuous only"},
-      // the unsigned limits took -1 as 2^64 - 1: --threads -1 started threads until none were
-      // left
-      {"--threads -1", "--threads: must be an integer in [2, 1024], got -1"},
-      {"--threads 5000", "--threads: must be an integer in [2, 1024], got 5000"},
+      // the unsigned limits took -1 as 2^64 - 1: --http-threads -1 (then --threads) started
+      // threads until none were left
+      {"--http-threads -1", "--http-threads: must be an integer in [2, 4096], got -1"},
+      {"--http-threads 5000", "--http-threads: must be an integer in [2, 4096], got 5000"},
+      {"--threads 8", "serve has no --threads: connections served at once is --http-threads"},
       {"--queue -1", "--queue: must be an integer in [1, 1048576], got -1"},
       {"--max-body 0", "--max-body: must be an integer in [1, 1073741824], got 0"},
       {"--max-input -5", "--max-input: must be an integer in [1, 1073741824], got -5"},

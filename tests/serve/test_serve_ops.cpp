@@ -1,0 +1,206 @@
+// seqtape serve for operators: /metrics read by a real Prometheus parser, the access log and
+// request ids, API keys and CORS, readiness. Servers on 127.0.0.1 at a free port, over
+// datasets/f15.
+#include <httplib.h>
+
+#include <atomic>
+#include <fstream>
+
+#include "infer/load.h"
+#include "serve/metrics.h"
+#include "tests/serve/serve_util.h"
+#include "tests/test_util.h"
+
+namespace seqtape {
+namespace {
+
+using nlohmann::json;
+using serve_test::command_output;
+using serve_test::RunningServer;
+using namespace std::chrono_literals;
+
+const InferenceModel& f15() {
+  static const InferenceModel m = InferenceModel::load(serve_test::f15_path());
+  return m;
+}
+
+serve::ServerOptions ops_options() {
+  serve::ServerOptions o;
+  o.model_name = "checkpoint.bin";
+  o.queue = 16;
+  o.max_batch = 8;
+  o.http_threads = 16;
+  o.access_log = "";
+  return o;
+}
+
+// The families of a /metrics text as prometheus_client's own parser reads them (Debian's
+// python3-prometheus-client): {name: {"type": t, "samples": [[name, labels, value], ...]}}.
+json parse_metrics(const std::string& text) {
+  test_util::TempDir dir("metrics");
+  test_util::write_bytes(dir.file("metrics.txt"), text);
+  test_util::write_bytes(dir.file("parse.py"), R"(
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = {}
+for f in text_string_to_metric_families(open(sys.argv[1]).read()):
+    out[f.name] = {"type": f.type, "samples": [[s.name, s.labels, s.value] for s in f.samples]}
+print(json.dumps(out))
+)");
+  const std::string out =
+      command_output("/usr/bin/python3 " + dir.file("parse.py") + " " + dir.file("metrics.txt"));
+  return out.empty() ? json::object() : json::parse(out);
+}
+
+// The value of the sample `name` with exactly `labels` in the parsed families; -1 when absent.
+double sample(const json& families, const std::string& name, const json& labels = json::object()) {
+  for (const auto& [family, f] : families.items())
+    for (const json& s : f["samples"])
+      if (s[0] == name && s[1] == labels) return s[2].get<double>();
+  return -1;
+}
+
+// /metrics after known traffic: request counts by endpoint and status, one histogram entry per
+// decoding request (queue wait, latency; first token for those that chose tokens one by one),
+// the tokens the answers hold, one batch-size entry per model call, an empty queue.
+TEST(ServeOps, MetricsParseWithPrometheusClientAndCountTheTraffic) {
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  RunningServer srv(f15(), ops_options());
+  httplib::Client cli("127.0.0.1", srv.port);
+  // One connection: the server counts a request once its answer is sent, before it reads the
+  // next one on the connection.
+  cli.set_keep_alive(true);
+  int64_t tokens = 0, beam_steps = 0;
+  for (const char* body : {R"({"input": "我爱"})", R"({"input": "我", "beam": 3})",
+                           R"({"input": "学习", "sample": true, "seed": 3, "max_new": 5})"}) {
+    const int64_t steps_before = srv.server->stats().steps;
+    auto r = cli.Post("/v1/generate", body, "application/json");
+    ASSERT_TRUE(r && r->status == 200) << body;
+    tokens += int64_t(json::parse(r->body)["tokens"].size());
+    if (std::string(body).find("beam") != std::string::npos)
+      beam_steps = srv.server->stats().steps - steps_before;
+  }
+  auto streamed =
+      cli.Post("/v1/generate", R"({"input": "我爱", "stream": true})", "application/json");
+  ASSERT_TRUE(streamed && streamed->status == 200);
+  tokens += int64_t(serve_test::parse_sse(streamed->body).at(2).data["tokens"].size());
+  auto c = cli.Post("/v1/completions",
+                    R"({"model": "checkpoint.bin", "prompt": "我爱", "temperature": 0})",
+                    "application/json");
+  ASSERT_TRUE(c && c->status == 200) << (c ? c->body : "");
+  tokens += json::parse(c->body)["usage"]["completion_tokens"].get<int64_t>();
+  auto bad = cli.Post("/v1/generate", R"({"input": "我爱", "beem": 2})", "application/json");
+  ASSERT_TRUE(bad && bad->status == 400);
+  auto metrics = cli.Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  EXPECT_EQ(metrics->get_header_value("Content-Type"), serve::kMetricsContentType);
+  const json f = parse_metrics(metrics->body);
+  ASSERT_FALSE(f.empty()) << metrics->body;
+  EXPECT_EQ(f["seqtape_requests"]["type"], "counter");
+  EXPECT_EQ(sample(f, "seqtape_requests_total", {{"endpoint", "/v1/generate"}, {"status", "200"}}),
+            4);
+  EXPECT_EQ(sample(f, "seqtape_requests_total", {{"endpoint", "/v1/generate"}, {"status", "400"}}),
+            1);
+  EXPECT_EQ(
+      sample(f, "seqtape_requests_total", {{"endpoint", "/v1/completions"}, {"status", "200"}}), 1);
+  for (const char* h : {"seqtape_queue_wait_seconds", "seqtape_request_duration_seconds"}) {
+    EXPECT_EQ(f[h]["type"], "histogram") << h;
+    EXPECT_EQ(sample(f, std::string(h) + "_count"), 5) << h;
+    EXPECT_EQ(sample(f, std::string(h) + "_bucket", {{"le", "+Inf"}}), 5) << h;
+  }
+  // Greedy, sampled, streamed and the completion chose tokens one by one; the beam did not.
+  EXPECT_EQ(sample(f, "seqtape_time_to_first_token_seconds_count"), 4);
+  EXPECT_EQ(sample(f, "seqtape_generated_tokens_total"), double(tokens));
+  const double steps = sample(f, "seqtape_steps_total", {{"scheduler", "continuous"}});
+  EXPECT_GT(steps, 0);
+  EXPECT_EQ(sample(f, "seqtape_batch_rows_count"), steps);
+  // One request at a time: the beam's steps took 3 rows, the others' 1.
+  EXPECT_GT(beam_steps, 0);
+  EXPECT_EQ(sample(f, "seqtape_batch_rows_bucket", {{"le", "1"}}), steps - double(beam_steps));
+  EXPECT_EQ(sample(f, "seqtape_batch_rows_bucket", {{"le", "2"}}), steps - double(beam_steps));
+  EXPECT_EQ(sample(f, "seqtape_batch_rows_bucket", {{"le", "4"}}), steps);
+  EXPECT_EQ(sample(f, "seqtape_batch_rows_sum"), steps + 2 * double(beam_steps));
+  EXPECT_EQ(sample(f, "seqtape_queue_depth"), 0);
+  EXPECT_EQ(sample(f, "seqtape_jobs_total", {{"outcome", "completed"}}), 5);
+  EXPECT_EQ(sample(f, "seqtape_jobs_total", {{"outcome", "cancelled"}}), 0);
+}
+
+// The lines of a JSON-lines file.
+std::vector<json> json_lines(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line));
+  return out;
+}
+
+// --access-log: one JSON line per answered request, in order on one connection, with the id
+// its answer's X-Request-Id header carries (the client's own when it is a short token), the
+// tokens in and out and the times; the Authorization header is nowhere in the log.
+TEST(ServeOps, AccessLogHasALinePerRequestWithItsId) {
+  test_util::TempDir dir("access");
+  serve::ServerOptions o = ops_options();
+  o.access_log = dir.file("access.jsonl");
+  RunningServer srv(f15(), o);
+  httplib::Client cli("127.0.0.1", srv.port);
+  cli.set_keep_alive(true);
+  const httplib::Headers mine = {{"X-Request-Id", "client-7.a:b_c"},
+                                 {"Authorization", "Bearer sk-secret-key"}};
+  auto a = cli.Post("/v1/generate", mine, R"({"input": "我爱"})", "application/json");
+  auto b = cli.Post("/v1/completions", {{"X-Request-Id", "not ok!"}},
+                    R"({"model": "checkpoint.bin", "prompt": "我爱", "temperature": 0})",
+                    "application/json");
+  auto c = cli.Get("/nowhere");
+  auto d = cli.Post("/v1/generate", R"({"input": "我爱", "stream": true})", "application/json");
+  ASSERT_TRUE(a && b && c && d);
+  EXPECT_EQ(a->get_header_value("X-Request-Id"), "client-7.a:b_c");
+  const std::string b_id = b->get_header_value("X-Request-Id");
+  EXPECT_EQ(b_id.size(), 16u) << "a fresh id replaces one with a space and a '!'";
+  EXPECT_EQ(json::parse(b->body)["id"], "cmpl-" + b_id);
+  EXPECT_FALSE(c->get_header_value("X-Request-Id").empty());
+  srv.stop();
+  const std::string text = test_util::read_bytes(o.access_log);
+  EXPECT_EQ(text.find("sk-secret-key"), std::string::npos) << text;
+  const std::vector<json> lines = json_lines(o.access_log);
+  ASSERT_EQ(lines.size(), 4u) << text;
+  const std::vector<std::pair<const httplib::Result*, std::string>> expect = {
+      {&a, "/v1/generate"}, {&b, "/v1/completions"}, {&c, "/nowhere"}, {&d, "/v1/generate"}};
+  for (size_t i = 0; i < 4; ++i) {
+    const json& l = lines[i];
+    const httplib::Response& res = **expect[i].first;
+    EXPECT_EQ(l["id"], res.get_header_value("X-Request-Id")) << l;
+    EXPECT_EQ(l["endpoint"], expect[i].second) << l;
+    EXPECT_EQ(l["status"], res.status) << l;
+    EXPECT_EQ(l["client"], "127.0.0.1") << l;
+    EXPECT_GE(l["total_ms"].get<double>(), 0) << l;
+    EXPECT_TRUE(l["time"].is_string()) << l;
+  }
+  for (size_t i : {0, 1, 3}) {
+    const json& l = lines[i];
+    EXPECT_EQ(l["input_tokens"], 2) << l;
+    EXPECT_EQ(l["output_tokens"], 2) << l;  // 学习 ！
+    EXPECT_GE(l["queue_ms"].get<double>(), 0) << l;
+    EXPECT_LE(l["queue_ms"].get<double>(), l["total_ms"].get<double>()) << l;
+    EXPECT_LE(l["first_token_ms"].get<double>(), l["total_ms"].get<double>()) << l;
+  }
+  EXPECT_FALSE(lines[2].contains("input_tokens")) << lines[2];
+  EXPECT_EQ(lines[0]["method"], "POST");
+  EXPECT_EQ(lines[2]["method"], "GET");
+}
+
+// An access log that cannot be opened is an error naming it, before the server starts.
+TEST(ServeOps, AccessLogThatCannotBeOpenedIsAnError) {
+  serve::ServerOptions o = ops_options();
+  o.access_log = "/nonexistent-dir/access.jsonl";
+  try {
+    serve::Server s(f15(), o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("cannot open the access log /nonexistent-dir/access.jsonl"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace seqtape
