@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "infer/load.h"
 #include "infer/model.h"
+#include "serve/auth.h"
 #include "serve/server.h"
 
 namespace seqtape::cli {
@@ -35,6 +36,7 @@ struct ServeArgs {
   bool http_threads_given = false;
   bool threads_given = false;  // the old name of --http-threads: refused, naming the new one
   int64_t threads = 0;
+  std::string api_key_file;
 };
 
 // Connections served at once when --http-threads is not given: enough for a client per row of
@@ -73,6 +75,7 @@ int run_serve(ServeArgs& a) {
     throw UsageError("--max-batch applies to --scheduler continuous only");
   if (o.port < 0 || o.port > 65535)
     throw UsageError("--port must be in [0, 65535], got " + std::to_string(o.port));
+  if (!a.api_key_file.empty()) o.api_keys = serve::read_api_keys(a.api_key_file);
   const InferenceModel model = load_model(a.model);
   o.model_name = model_display_name(a.model);
   serve::Server server(model, o);
@@ -146,6 +149,12 @@ void register_serve(CLI::App& app, Runner& run) {
                       "when larger")
           ->check(in_range(2, 4096));
   CLI::Option* threads = sub->add_option("--threads", a->threads)->group("");  // refused
+  sub->add_option("--api-key-file", a->api_key_file,
+                  "require \"Authorization: Bearer <key>\" on every endpoint but /healthz (else "
+                  "401), the keys one per line (blank lines and # comments skipped)");
+  sub->add_option("--cors-origin", o.cors_origin,
+                  "answer browsers' cross-origin requests from this one origin (e.g. "
+                  "https://example.org); off by default");
   sub->add_option("--access-log", o.access_log,
                   "one JSON line per request (id, endpoint, status, tokens, queue and total "
                   "ms): - for stderr, a file to append to, or \"\" for none")

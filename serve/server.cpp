@@ -22,6 +22,7 @@
 
 #include "infer/result_json.h"
 #include "serve/access_log.h"
+#include "serve/auth.h"
 #include "serve/http_reader.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
@@ -352,17 +353,43 @@ struct Server::Impl {
     });
     // OpenAI's clients read errors in OpenAI's shape: on its endpoints every error (the
     // handlers', httplib's, a refusal) is written so (send_error()).
-    http.set_pre_routing_handler([](Req req, Res res) {
-      tl_openai_errors = req.path == "/v1/completions" || req.path == "/v1/models";
-      tl_record = {std::chrono::steady_clock::now(), request_id(req), nullptr};
-      res.set_header("X-Request-Id", tl_record.id);
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
+    http.set_pre_routing_handler([this](Req req, Res res) { return before_routing(req, res); });
     http.Get("/metrics", [this](Req, Res res) {
       res.set_content(metrics.text(scheduler->stats(), scheduler->name()), kMetricsContentType);
     });
     // httplib calls it once the answer is sent (a stream's last byte included).
     http.set_logger([this](Req req, const httplib::Response& res) { answered(req, res); });
+  }
+
+  // Every request, before its handler: its id and record; CORS; the API key. Handled: answered
+  // here (a preflight, or a 401).
+  httplib::Server::HandlerResponse before_routing(const httplib::Request& req,
+                                                  httplib::Response& res) {
+    using R = httplib::Server::HandlerResponse;
+    tl_openai_errors = req.path == "/v1/completions" || req.path == "/v1/models";
+    tl_record = {std::chrono::steady_clock::now(), request_id(req), nullptr};
+    res.set_header("X-Request-Id", tl_record.id);
+    if (!opt.cors_origin.empty()) {
+      res.set_header("Access-Control-Allow-Origin", opt.cors_origin);
+      res.set_header("Vary", "Origin");
+      res.set_header("Access-Control-Expose-Headers", "X-Request-Id");
+      if (req.method == "OPTIONS") {  // a preflight: browsers send it without credentials
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id");
+        res.set_header("Access-Control-Max-Age", "600");
+        return R::Handled;
+      }
+    }
+    if (opt.api_keys.empty() || req.path == "/healthz") return R::Unhandled;
+    if (key_matches(opt.api_keys, bearer_token(req.get_header_value("Authorization"))))
+      return R::Unhandled;
+    send_error(res, 401, "",
+               req.has_header("Authorization")
+                   ? "the API key is not one of the server's (Authorization: Bearer <key>)"
+                   : "an API key is required: send Authorization: Bearer <key>");
+    res.set_header("WWW-Authenticate", "Bearer");
+    return R::Handled;
   }
 
   // A request is answered: its counts and times go to /metrics, its line to the access log.

@@ -17,6 +17,10 @@
 //   GET  /v1/model     configuration, vocabulary size, parameter count, limits
 //   GET  /             the playground page
 //
+// With api_keys, every endpoint but /healthz needs "Authorization: Bearer <key>" (else 401).
+// With cors_origin, answers carry Access-Control-Allow-Origin for it and OPTIONS preflights
+// are answered (204).
+//
 // Errors are JSON {"error": message, "field": name}: 400 bad request (the field named), 405
 // a method the endpoint does not take (with Allow), 503 queue full or stopping (with
 // Retry-After), 500 a decoding bug.
@@ -27,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "infer/model.h"
 #include "serve/request.h"
@@ -48,6 +53,8 @@ struct ServerOptions {
   size_t max_head_bytes = 16384;      // the request line and headers (else 431)
   std::string model_name;             // shown by /v1/model: a file name, never the server's path
   std::string access_log = "-";       // one JSON line per request: "-" stderr, "" none, or a file
+  std::vector<std::string> api_keys;  // non-empty: every endpoint but /healthz needs one (401)
+  std::string cors_origin;            // non-empty: CORS answers for this one origin
   std::function<void()> before_step;  // tests: runs before each decoding step
 };
 

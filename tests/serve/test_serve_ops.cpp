@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "infer/load.h"
+#include "serve/auth.h"
 #include "serve/metrics.h"
 #include "tests/serve/serve_util.h"
 #include "tests/test_util.h"
@@ -200,6 +201,129 @@ TEST(ServeOps, AccessLogThatCannotBeOpenedIsAnError) {
         std::string::npos)
         << e.what();
   }
+}
+
+// --api-key-file: every endpoint but /healthz answers 401 (with WWW-Authenticate, in OpenAI's
+// shape on its endpoints) to a missing, wrong, truncated or extended key or another scheme,
+// and serves each listed key; no key reaches the access log.
+TEST(ServeOps, ApiKeysGate401AndAreNeverLogged) {
+  test_util::TempDir dir("keys");
+  serve::ServerOptions o = ops_options();
+  o.api_keys = {"sk-first-key", "sk-second"};
+  o.access_log = dir.file("access.jsonl");
+  RunningServer srv(f15(), o);
+  httplib::Client cli("127.0.0.1", srv.port);
+  const std::string body = R"({"input": "我爱"})";
+  const auto post = [&](const std::string& authorization) {
+    httplib::Headers h;
+    if (!authorization.empty()) h.emplace("Authorization", authorization);
+    auto r = cli.Post("/v1/generate", h, body, "application/json");
+    return r ? r->status : -1;
+  };
+  for (const char* bad :
+       {"", "Bearer ", "Bearer sk-first-ke", "Bearer sk-first-keyy", "Bearer sk-third",
+        "Basic sk-first-key", "sk-first-key", "Bearer  sk-second"})
+    EXPECT_EQ(post(bad), 401) << "'" << bad << "'";
+  EXPECT_EQ(post("Bearer sk-first-key"), 200);
+  EXPECT_EQ(post("bearer sk-second"), 200) << "the scheme is case-insensitive";
+  auto r = cli.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer");
+  EXPECT_EQ(json::parse(r->body)["error"],
+            "an API key is required: send Authorization: Bearer <key>");
+  for (const char* path : {"/v1/model", "/", "/readyz", "/nowhere"}) {
+    auto g = cli.Get(path);
+    ASSERT_TRUE(g) << path;
+    EXPECT_EQ(g->status, 401) << path;
+  }
+  auto models = cli.Get("/v1/models", {{"Authorization", "Bearer sk-wrong"}});
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 401);
+  EXPECT_EQ(json::parse(models->body)["error"]["type"], "authentication_error") << models->body;
+  auto health = cli.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200) << "liveness needs no key";
+  srv.stop();
+  const std::string log = test_util::read_bytes(o.access_log);
+  for (const char* key : {"sk-first", "sk-second", "sk-third", "sk-wrong"})
+    EXPECT_EQ(log.find(key), std::string::npos) << key << " in the access log";
+  EXPECT_EQ(json_lines(o.access_log).size(), 17u);
+}
+
+TEST(ServeOps, KeyMatchingAndTheKeyFile) {
+  const std::vector<std::string> keys = {"abc", "sk-0123456789"};
+  EXPECT_TRUE(serve::key_matches(keys, "abc"));
+  EXPECT_TRUE(serve::key_matches(keys, "sk-0123456789"));
+  for (const char* k : {"", "ab", "abcd", "abd", "sk-012345678", "sk-01234567890", "Abc"})
+    EXPECT_FALSE(serve::key_matches(keys, k)) << k;
+  EXPECT_FALSE(serve::key_matches({}, ""));
+  EXPECT_EQ(serve::bearer_token("Bearer x"), "x");
+  EXPECT_EQ(serve::bearer_token("BEARER x"), "x");
+  EXPECT_EQ(serve::bearer_token("Bearer"), "");
+  EXPECT_EQ(serve::bearer_token("Token x"), "");
+  test_util::TempDir dir("keyfile");
+  test_util::write_bytes(dir.file("k"), "# the team's keys\n\n  sk-one \r\nsk-two\n");
+  EXPECT_EQ(serve::read_api_keys(dir.file("k")), (std::vector<std::string>{"sk-one", "sk-two"}));
+  const auto error_of = [&](const std::string& path) {
+    try {
+      serve::read_api_keys(path);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  test_util::write_bytes(dir.file("empty"), "# none yet\n\n");
+  EXPECT_NE(error_of(dir.file("empty")).find(dir.file("empty") + " holds no key"),
+            std::string::npos)
+      << error_of(dir.file("empty"));
+  test_util::write_bytes(dir.file("space"), "sk-one\nsk two\n");
+  EXPECT_NE(error_of(dir.file("space")).find(dir.file("space") + ":2: an API key has a space"),
+            std::string::npos)
+      << error_of(dir.file("space"));
+  EXPECT_NE(
+      error_of(dir.file("missing")).find("cannot read the API key file " + dir.file("missing")),
+      std::string::npos);
+}
+
+// --cors-origin: answers carry the origin (and expose X-Request-Id), preflights get 204 with
+// the methods and headers, without a key. Off by default: no CORS header, OPTIONS is a 405.
+TEST(ServeOps, CorsIsForOneOriginAndOffByDefault) {
+  serve::ServerOptions o = ops_options();
+  o.cors_origin = "https://app.example.org";
+  o.api_keys = {"sk-k"};
+  RunningServer srv(f15(), o);
+  httplib::Client cli("127.0.0.1", srv.port);
+  const httplib::Headers preflight = {{"Origin", "https://app.example.org"},
+                                      {"Access-Control-Request-Method", "POST"},
+                                      {"Access-Control-Request-Headers", "authorization"}};
+  auto p = cli.Options("/v1/completions", preflight);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->status, 204);
+  EXPECT_EQ(p->get_header_value("Access-Control-Allow-Origin"), "https://app.example.org");
+  EXPECT_NE(p->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_NE(p->get_header_value("Access-Control-Allow-Headers").find("Authorization"),
+            std::string::npos);
+  auto g = cli.Post("/v1/generate",
+                    {{"Origin", "https://app.example.org"}, {"Authorization", "Bearer sk-k"}},
+                    R"({"input": "我爱"})", "application/json");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->status, 200);
+  EXPECT_EQ(g->get_header_value("Access-Control-Allow-Origin"), "https://app.example.org");
+  EXPECT_EQ(g->get_header_value("Access-Control-Expose-Headers"), "X-Request-Id");
+  srv.stop();
+
+  RunningServer plain(f15(), ops_options());
+  httplib::Client c2("127.0.0.1", plain.port);
+  auto p2 = c2.Options("/v1/generate", preflight);
+  ASSERT_TRUE(p2);
+  EXPECT_EQ(p2->status, 405);
+  EXPECT_FALSE(p2->has_header("Access-Control-Allow-Origin"));
+  auto g2 = c2.Post("/v1/generate", {{"Origin", "https://app.example.org"}}, R"({"input": "我爱"})",
+                    "application/json");
+  ASSERT_TRUE(g2);
+  EXPECT_EQ(g2->status, 200);
+  EXPECT_FALSE(g2->has_header("Access-Control-Allow-Origin"));
 }
 
 }  // namespace
