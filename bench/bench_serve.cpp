@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -122,8 +123,34 @@ void debug_beside_greedy(int port, const std::string& source) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: bench_serve [REQUESTS]\n"
+    "\n"
+    "seqtape serve under load, in process on 127.0.0.1: the serial and the continuous scheduler\n"
+    "over the same medium model, with 1, 8 and 32 concurrent clients sending requests back to\n"
+    "back; requests/s, p50 and p99 latency, and the continuous / serial ratios of the same run;\n"
+    "then a greedy request's latency beside a debug request (no_cache, beam 8).\n"
+    "\n"
+    "  REQUESTS   requests per client at 1 client (default 40; fewer per client with more\n"
+    "             clients)\n"
+    "  -h, --help this text\n";
+
 int main(int argc, char** argv) {
-  const int base = argc > 1 ? std::max(1, std::atoi(argv[1])) : 40;
+  int base = 40;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(a.c_str(), &end, 10);
+    if (a.empty() || *end != '\0' || n < 1 || n > 100000 || i > 1) {
+      std::fprintf(stderr, "bench_serve: unexpected argument '%s'\n\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+    base = int(n);
+  }
   const int64_t V = 64;
   ModelConfig cfg = preset("medium", int(V));
   cfg.max_positions = 600;

@@ -70,8 +70,8 @@ void send_unavailable(httplib::Response& res, const std::string& message) {
 // The methods each endpoint answers (405 with Allow for the others; 404 for other paths).
 const char* allowed_methods(const std::string& path) {
   if (path == "/v1/generate" || path == "/v1/completions") return "POST";
-  if (path == "/healthz" || path == "/v1/model" || path == "/v1/models" || path == "/" ||
-      path == "/metrics")
+  if (path == "/healthz" || path == "/readyz" || path == "/v1/model" || path == "/v1/models" ||
+      path == "/" || path == "/metrics")
     return "GET, HEAD";
   return nullptr;
 }
@@ -343,6 +343,7 @@ struct Server::Impl {
     using Req = const httplib::Request&;
     using Res = httplib::Response&;
     http.Get("/healthz", [this](Req, Res res) { health(res); });
+    http.Get("/readyz", [this](Req, Res res) { ready(res); });
     http.Get("/v1/model", [this](Req, Res res) { model_info(res); });
     http.Get("/",
              [](Req, Res res) { res.set_content(playground_html(), "text/html; charset=utf-8"); });
@@ -431,6 +432,23 @@ struct Server::Impl {
                     "application/json");
   }
 
+  // Ready: the model is loaded (it is before the server exists), the server is not stopping and
+  // its queue has room; else 503 with Retry-After, so that a balancer sends the work elsewhere.
+  void ready(httplib::Response& res) {
+    const SchedulerStats s = scheduler->stats();
+    const bool full = size_t(s.queued + s.running) >= opt.queue;
+    json j = {{"status", stopping ? "stopping"
+                         : full   ? "full"
+                                  : "ready"},
+              {"queued", s.queued},
+              {"running", s.running},
+              {"queue", opt.queue}};
+    if (!stopping && !full) return res.set_content(dump(j) + "\n", "application/json");
+    send_unavailable(res, stopping
+                              ? "the server is shutting down"
+                              : "the queue is full (" + std::to_string(opt.queue) + " requests)");
+  }
+
   void model_info(httplib::Response& res) {
     const Limits& l = opt.limits;
     res.set_content(dump({{"model", opt.model_name},
@@ -440,6 +458,7 @@ struct Server::Impl {
                           {"scheduler", scheduler->name()},
                           {"queue", opt.queue},
                           {"max_batch", opt.max_batch},
+                          {"http_threads", opt.http_threads},
                           {"fields", request_fields()},
                           {"limits",
                            {{"body_bytes", l.max_body_bytes},
@@ -462,7 +481,7 @@ struct Server::Impl {
     } else if (res.status == 404) {
       send_error(res, 404, "",
                  "no such endpoint (POST /v1/generate, POST /v1/completions, GET /v1/models, "
-                 "GET /healthz, GET /v1/model, GET /)");
+                 "GET /healthz, GET /readyz, GET /metrics, GET /v1/model, GET /)");
     } else if (res.status == 414) {
       send_error(res, 414, "",
                  "the request line is longer than " +

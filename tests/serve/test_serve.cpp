@@ -1100,6 +1100,18 @@ TEST(Serve, CommandPrintsItsPortAndStopsOnSigterm) {
   EXPECT_EQ(answer.value("text", ""), "学习！");
 }
 
+// --http-threads defaults to 128, or to --max-batch when that is larger: every row of a full
+// batch can have its client connected.
+TEST(Serve, HttpThreadsDefaultIsAtLeastMaxBatch) {
+  for (const auto& [flags, threads] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{}, 128}, {{"--max-batch", "300"}, 300}, {{"--http-threads", "40"}, 40}}) {
+    SpawnedServe child(flags);
+    ASSERT_GT(child.port, 0) << child.printed;
+    EXPECT_EQ(get_json(child.port, "/v1/model")["http_threads"], threads)
+        << testing::PrintToString(flags);
+  }
+}
+
 // An IPv6 host is printed in brackets, as a URL needs it.
 TEST(Serve, CommandPrintsAnIpv6HostInBrackets) {
   SpawnedServe child({"--host", "::1"});

@@ -326,5 +326,45 @@ TEST(ServeOps, CorsIsForOneOriginAndOffByDefault) {
   EXPECT_FALSE(g2->has_header("Access-Control-Allow-Origin"));
 }
 
+// /readyz: 200 while the queue has room; 503 with Retry-After once requests queued or running
+// fill it (while /healthz, the liveness probe, stays 200), and again while stopping.
+TEST(ServeOps, ReadyzIsUnreadyWhileTheQueueIsFull) {
+  std::atomic<bool> release{false};
+  serve::ServerOptions o = ops_options();
+  o.queue = 2;
+  o.before_step = [&] {
+    for (int i = 0; i < 1000 && !release; ++i) std::this_thread::sleep_for(5ms);
+  };
+  RunningServer srv(f15(), o);
+  httplib::Client cli("127.0.0.1", srv.port);
+  auto r = cli.Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["status"], "ready");
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 2; ++i)
+    clients.emplace_back([&] {
+      httplib::Client c("127.0.0.1", srv.port);
+      c.Post("/v1/generate", R"({"input": "我爱"})", "application/json");
+    });
+  for (int i = 0; i < 500; ++i) {
+    const serve::SchedulerStats s = srv.server->stats();
+    if (s.queued + s.running == 2) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  auto full = cli.Get("/readyz");
+  auto live = cli.Get("/healthz");
+  release = true;
+  for (auto& t : clients) t.join();
+  ASSERT_TRUE(full && live);
+  EXPECT_EQ(full->status, 503) << full->body;
+  EXPECT_EQ(full->get_header_value("Retry-After"), "1");
+  EXPECT_NE(full->body.find("the queue is full"), std::string::npos) << full->body;
+  EXPECT_EQ(live->status, 200);
+  auto again = cli.Get("/readyz");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 200);
+}
+
 }  // namespace
 }  // namespace seqtape
