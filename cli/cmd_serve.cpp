@@ -188,6 +188,11 @@ void register_serve(CLI::App& app, Runner& run) {
                   "one client cannot take every --http-threads slot")
       ->capture_default_str()
       ->check(in_range(1, 1024));
+  sub->add_option("--timeout-ms", o.timeout_ms,
+                  "a decoding request's deadline from its arrival, when its body gives no "
+                  "timeout_ms (past it: cancelled, 504); 0: none")
+      ->capture_default_str()
+      ->check(in_range(0, kMaxTimeoutMs));
   sub->add_option("--write-timeout-ms", o.write_timeout_ms, "per socket write (slow readers)")
       ->capture_default_str()
       ->check(in_range(1, kMaxTimeoutMs));

@@ -13,8 +13,8 @@
 //   stop (a string or a list)    → stop
 //   stream, stream_options.include_usage, user (taken, unused)
 //   seqtape: {beam, length_penalty, top_k, repetition_penalty, no_repeat_ngram, min_new, end,
-//             suppress, no_cache, verify_cache}: generate's own options, as /v1/generate names
-//             them
+//             suppress, no_cache, verify_cache, timeout_ms}: generate's own options and the
+//             deadline, as /v1/generate names them
 //
 // Dimension key: B prompts, N choices per prompt.
 

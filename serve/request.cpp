@@ -18,6 +18,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int64_t kMaxTimeoutMs = 86'400'000;  // a day
+
 // GenerateOptions member → request field (the CLI flag's long name with underscores).
 std::string field_of(std::string_view option) {
   if (option == "stop_strings") return "stop";
@@ -68,10 +70,10 @@ std::vector<int32_t> token_ids(const InferenceModel& model, const std::string& f
 
 const std::vector<std::string>& request_fields() {
   static const std::vector<std::string> fields = {
-      "input",           "inputs",       "stream",     "beam",  "n_best", "length_penalty",
-      "sample",          "temperature",  "top_k",      "top_p", "seed",   "repetition_penalty",
-      "no_repeat_ngram", "min_new",      "max_new",    "stop",  "end",    "suppress",
-      "no_cache",        "verify_cache", "num_samples"};
+      "input",           "inputs",       "stream",      "beam",      "n_best", "length_penalty",
+      "sample",          "temperature",  "top_k",       "top_p",     "seed",   "repetition_penalty",
+      "no_repeat_ngram", "min_new",      "max_new",     "stop",      "end",    "suppress",
+      "no_cache",        "verify_cache", "num_samples", "timeout_ms"};
   return fields;
 }
 
@@ -232,6 +234,13 @@ GenerateRequest parse_generate_json(const json& j, const InferenceModel& model,
   GenerateRequest r;
   read_texts(j, limits, r);
   if (j.contains("stream")) r.stream = get_bool(j["stream"], "stream");
+  if (j.contains("timeout_ms")) {
+    r.timeout_ms = get_int(j["timeout_ms"], "timeout_ms");
+    if (r.timeout_ms < 1 || r.timeout_ms > kMaxTimeoutMs)
+      throw RequestError("timeout_ms", "timeout_ms must be in [1, " +
+                                           std::to_string(kMaxTimeoutMs) + "] (ms), got " +
+                                           std::to_string(r.timeout_ms));
+  }
   read_options(j, model, r.options);
   check_options(j, r.options, r.stream, limits);
   encode_texts(model, limits, r);

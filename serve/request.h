@@ -38,7 +38,8 @@ struct GenerateRequest {
   std::vector<std::vector<int32_t>> inputs;  // [B] encode_input() ids
   GenerateOptions options;                   // checked with GenerateOptions::problem()
   bool stream = false;
-  bool list = false;  // "inputs" (answer: an array) rather than "input" (answer: one object)
+  int64_t timeout_ms = 0;  // the request's deadline from its arrival; 0: the server's default
+  bool list = false;       // "inputs" (answer: an array) rather than "input" (answer: one object)
 };
 
 // The field names a body may use, in the order /v1/model and --help list them.

@@ -269,6 +269,24 @@ struct EventQueue {
   }
 };
 
+// A request's deadline (timeout_ms, or the server's --timeout-ms): passed() turns true once,
+// when it is past; 0 ms: none.
+struct Deadline {
+  explicit Deadline(int64_t ms)
+      : ms(ms), at(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms)) {}
+  bool passed() {
+    if (ms > 0 && !expired && std::chrono::steady_clock::now() >= at) expired = true;
+    return expired;
+  }
+  std::string message() const {
+    return "the request's deadline (timeout_ms " + std::to_string(ms) +
+           ") passed before its answer was complete";
+  }
+  int64_t ms;
+  std::chrono::steady_clock::time_point at;
+  bool expired = false;
+};
+
 // How an endpoint words a job: its answer once done, and the events of its stream (each a
 // whole SSE event; "" for none). The decoding thread calls piece and input_done.
 struct Wording {
@@ -566,7 +584,7 @@ struct Server::Impl {
       return send_error(res, 400, e.field, e.what());
     }
     auto job = make_job(r);
-    answer_job(req, res, job, r.stream, native_wording(job.get(), r.list), active_guard);
+    answer_job(req, res, job, r, native_wording(job.get(), r.list), active_guard);
   }
 
   std::shared_ptr<Job> make_job(GenerateRequest& r) {
@@ -600,7 +618,7 @@ struct Server::Impl {
     };
     w->tail = [](const std::string& error) {
       std::string tail;
-      if (!error.empty()) tail = sse("error", {{"error", "decoding failed: " + error}});
+      if (!error.empty()) tail = sse("error", {{"error", error}});
       return tail + sse("end", json::object());
     };
     return w;
@@ -616,7 +634,7 @@ struct Server::Impl {
       return send_error(res, 400, e.field, e.what());
     }
     auto job = make_job(r->generate);
-    answer_job(req, res, job, r->generate.stream, openai_wording(job.get(), r), active_guard);
+    answer_job(req, res, job, r->generate, openai_wording(job.get(), r), active_guard);
   }
 
   // What /v1/completions answers: a completion object; streamed, data-only chunks and [DONE].
@@ -637,7 +655,7 @@ struct Server::Impl {
       return data(completion_chunk(id, created, name, json::array({choice})));
     };
     w->tail = [=](const std::string& error) {
-      if (!error.empty()) return data(openai_error(500, "", "decoding failed: " + error));
+      if (!error.empty()) return data(openai_error(500, "", error));
       std::string tail;
       if (r->include_usage)
         tail = data(completion_chunk(id, created, name, json::array(),
@@ -651,9 +669,11 @@ struct Server::Impl {
   std::string served_name() const { return opt.model_name.empty() ? "seqtape" : opt.model_name; }
 
   // Submits the job and answers it: once done, `w->whole()` as JSON; streamed, `w`'s events
-  // as they come. A client that goes away cancels the job.
+  // as they come. A client that goes away, or the request's deadline, cancels the job (504, or
+  // an error event when streamed).
   void answer_job(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
-                  bool stream, std::shared_ptr<Wording> w, std::shared_ptr<Active> active_guard) {
+                  const GenerateRequest& r, std::shared_ptr<Wording> w,
+                  std::shared_ptr<Active> active_guard) {
     const int fd = tl_client_fd;
     tl_record.job = job;
     Job* raw = job.get();  // the hooks live in the job: no cycle through a shared_ptr
@@ -661,13 +681,15 @@ struct Server::Impl {
       if (e.token >= 0 && raw->first_token == std::chrono::steady_clock::time_point{})
         raw->first_token = std::chrono::steady_clock::now();
     };
-    if (!stream) {
+    auto deadline = std::make_shared<Deadline>(r.timeout_ms > 0 ? r.timeout_ms : opt.timeout_ms);
+    if (!r.stream) {
       // Draws cannot be streamed: their first token goes unmeasured.
       if (job->options.num_samples == 1) job->on_stream = first_token;
       if (!scheduler->submit(job)) return refuse(res);
       PeerWatch peer(fd, req.version == "HTTP/1.1");
       while (!job->wait_done(20ms))
-        if (peer.gone()) job->cancel = true;
+        if (peer.gone() || deadline->passed()) job->cancel = true;
+      if (deadline->expired) return send_error(res, 504, "timeout_ms", deadline->message());
       if (!job->error.empty()) return send_error(res, 500, "", "decoding failed: " + job->error);
       res.set_content(dump(w->whole()) + "\n", "application/json");
       return;
@@ -683,7 +705,8 @@ struct Server::Impl {
     res.set_header("Cache-Control", "no-cache");
     auto peer = std::make_shared<PeerWatch>(fd, false);
     res.set_chunked_content_provider(
-        "text/event-stream", [job, events, peer, w, active_guard](size_t, httplib::DataSink& sink) {
+        "text/event-stream",
+        [job, events, peer, w, deadline, active_guard](size_t, httplib::DataSink& sink) {
           const bool finished = job->done();
           std::deque<std::string> out;
           {
@@ -700,8 +723,12 @@ struct Server::Impl {
             job->cancel = true;
             return false;
           }
+          if (deadline->passed()) job->cancel = true;
           if (finished) {
-            const std::string tail = w->tail(job->error);
+            const std::string tail =
+                w->tail(deadline->expired    ? deadline->message()
+                        : job->error.empty() ? ""
+                                             : "decoding failed: " + job->error);
             if (!sink.write(tail.data(), tail.size())) return false;
             sink.done();
           }

@@ -49,7 +49,8 @@ struct ServerOptions {
   size_t http_threads = 128;             // connections served at once (others wait to be accepted)
   size_t max_client_connections = 64;    // open at once from one address (more: 503 at once)
   int read_timeout_ms = 5000, write_timeout_ms = 5000;  // per socket read / write; keep-alive
-  int request_timeout_ms = 10000;     // from a request's first byte to its last (else 408)
+  int request_timeout_ms = 10000;  // from a request's first byte to its last (else 408)
+  int64_t timeout_ms = 0;  // a decoding request's deadline when it gives no timeout_ms; 0: none
   size_t max_head_bytes = 16384;      // the request line and headers (else 431)
   std::string model_name;             // shown by /v1/model: a file name, never the server's path
   std::string access_log = "-";       // one JSON line per request: "-" stderr, "" none, or a file

@@ -957,6 +957,36 @@ TEST(Serve, ContinuousSchedulerJoinsMidFlightAndCancelsOneRowAlone) {
   EXPECT_LT(st.steps, alone_steps / 2) << "the jobs should have shared most steps";
 }
 
+// A long request of many beam inputs cannot starve a short greedy one that arrives after it:
+// the greedy job joins while the beam job still has most of its inputs to admit (they used to
+// be admitted first, all of them), and both answers stay exactly the offline ones.
+TEST(Serve, ContinuousSchedulerLetsAShortJobPastALongBeamJob) {
+  GenerateOptions beam = beam_options(8);
+  beam.min_new = 8;  // every beam input takes 8 steps
+  std::vector<std::string> texts;
+  for (int i = 0; i < 12; ++i) texts.push_back(i % 2 ? "我爱" : "学习");
+  auto big = make_job(texts, beam);  // 12 inputs x 3 rows: 4 waves of 2 inputs in 6 rows
+  std::atomic<size_t> big_done{0};
+  big->on_input_done = [&](size_t) { ++big_done; };
+  auto small = make_job({"我"}, greedy_options(3));
+  // Read on the decoding thread as the greedy job ends (the test's thread may wake later).
+  std::atomic<size_t> big_done_then{99};
+  small->on_input_done = [&](size_t) { big_done_then = big_done.load(); };
+  std::atomic<serve::Scheduler*> sched_ptr{nullptr};
+  std::atomic<int> step{0};
+  serve::ContinuousScheduler sched(f15(), 4, /*max_batch=*/6, [&] {
+    if (++step == 2) sched_ptr.load()->submit(small);
+  });
+  sched_ptr = &sched;
+  ASSERT_TRUE(sched.submit(big));
+  ASSERT_TRUE(small->wait_done(20s));
+  ASSERT_TRUE(big->wait_done(20s));
+  ASSERT_TRUE(small->error.empty() && big->error.empty());
+  EXPECT_EQ(differs_from_offline(*small, 0), "");
+  for (size_t b = 0; b < texts.size(); ++b) EXPECT_EQ(differs_from_offline(*big, b), "") << b;
+  EXPECT_LE(big_done_then.load(), 4u) << "the greedy job waited for most of the beam job";
+}
+
 // The server with either scheduler (and the default, continuous) reports which one runs.
 TEST(Serve, SchedulerIsChosenByTheOptions) {
   for (const std::string kind : {"continuous", "serial"}) {

@@ -366,5 +366,48 @@ TEST(ServeOps, ReadyzIsUnreadyWhileTheQueueIsFull) {
   EXPECT_EQ(again->status, 200);
 }
 
+// A request's deadline: timeout_ms in the body, or the server's --timeout-ms. Past it the
+// request is cancelled and answered 504 naming timeout_ms (streamed: an error event before
+// end), and counted as cancelled; one within its deadline is answered as ever.
+TEST(ServeOps, RequestDeadlineCancelsWith504) {
+  serve::ServerOptions o = ops_options();
+  o.before_step = [] { std::this_thread::sleep_for(30ms); };  // 30 steps: about 0.9 s
+  o.timeout_ms = 150;
+  RunningServer srv(f15(), o);
+  httplib::Client cli("127.0.0.1", srv.port);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto own = cli.Post("/v1/generate",
+                      R"({"input": "我爱", "min_new": 30, "max_new": 30, "timeout_ms": 100})",
+                      "application/json");
+  ASSERT_TRUE(own);
+  EXPECT_EQ(own->status, 504) << own->body;
+  EXPECT_EQ(json::parse(own->body)["field"], "timeout_ms") << own->body;
+  EXPECT_NE(own->body.find("deadline (timeout_ms 100)"), std::string::npos) << own->body;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 600ms) << "cancelled well before the 30 steps";
+  auto by_default = cli.Post("/v1/generate", R"({"input": "我爱", "min_new": 30, "max_new": 30})",
+                             "application/json");
+  ASSERT_TRUE(by_default);
+  EXPECT_EQ(by_default->status, 504) << by_default->body;
+  EXPECT_NE(by_default->body.find("timeout_ms 150"), std::string::npos) << by_default->body;
+  auto streamed =
+      cli.Post("/v1/generate", R"({"input": "我爱", "min_new": 30, "max_new": 30, "stream": true})",
+               "application/json");
+  ASSERT_TRUE(streamed);
+  const auto events = serve_test::parse_sse(streamed->body);
+  ASSERT_GE(events.size(), 2u) << streamed->body;
+  EXPECT_EQ(events[events.size() - 2].name, "error") << streamed->body;
+  EXPECT_EQ(events.back().name, "end");
+  auto in_time =
+      cli.Post("/v1/generate", R"({"input": "我爱", "timeout_ms": 5000})", "application/json");
+  ASSERT_TRUE(in_time);
+  EXPECT_EQ(in_time->status, 200) << in_time->body;
+  EXPECT_EQ(json::parse(in_time->body)["text"], "学习！");
+  auto bad = cli.Post("/v1/generate", R"({"input": "我爱", "timeout_ms": 0})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["field"], "timeout_ms");
+  EXPECT_EQ(srv.server->stats().cancelled, 3);
+}
+
 }  // namespace
 }  // namespace seqtape
