@@ -1,5 +1,6 @@
 // `seqtape serve`: an HTTP server over a checkpoint (serve/server.h): POST /v1/generate (JSON or
-// Server-Sent Events), GET /healthz, GET /v1/model and a playground page at /.
+// Server-Sent Events), OpenAI's /v1/completions and /v1/models, /metrics, /healthz, /readyz,
+// GET /v1/model and a playground page at /.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -112,14 +113,18 @@ void register_serve(CLI::App& app, Runner& run) {
   CLI::App* sub = app.add_subcommand(
       "serve", "Serve a checkpoint over HTTP: POST /v1/generate (JSON or streamed), a playground");
   sub->footer(
-      "Endpoints: POST /v1/generate, GET /healthz, GET /v1/model, GET / (playground page).\n"
+      "Endpoints: POST /v1/generate, POST /v1/completions and GET /v1/models (OpenAI's API),\n"
+      "GET /metrics (Prometheus), GET /healthz, GET /readyz, GET /v1/model, GET / (playground).\n"
+      "docs/serving.md documents them, the access log, API keys, CORS and deadlines.\n"
       "The body takes \"input\" (or \"inputs\", a list) and generate's options with "
       "underscores\n(beam, n_best, sample, temperature, top_k, top_p, seed, max_new, min_new, "
       "stop, end, suppress, ...);\nthe answer is what `seqtape generate --json` prints.\n\n"
       "Example:\n"
       "  seqtape serve --model datasets/f15/checkpoint.bin --port 8080 &\n"
       "  curl -s localhost:8080/v1/generate -d '{\"input\": \"我爱\", \"max_new\": 8}'\n"
-      "  curl -sN localhost:8080/v1/generate -d '{\"input\": \"我爱\", \"stream\": true}'");
+      "  curl -sN localhost:8080/v1/generate -d '{\"input\": \"我爱\", \"stream\": true}'\n"
+      "  curl -s localhost:8080/v1/completions -d '{\"model\": \"checkpoint.bin\", \"prompt\": "
+      "\"我爱\", \"temperature\": 0}'");
   serve::ServerOptions& o = a->o;
   sub->add_option("--model", a->model,
                   "checkpoint.bin written by seqtape train, its run directory, or a directory "
