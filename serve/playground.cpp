@@ -28,6 +28,8 @@ const std::string& playground_html() {
   #results ol { margin: .2em 0 .6em; }
   .score { color: #777; font-family: monospace; }
   input:disabled { background: #eee; }
+  #trace_view { width: 100%; height: 640px; border: 1px solid #ccc; margin-top: .8em; }
+  #trace_view[hidden] { display: none; }
 </style>
 </head>
 <body>
@@ -49,11 +51,13 @@ const std::string& playground_html() {
   <label>repetition_penalty <input id="repetition_penalty" type="number" value="1" min="0.1" step="0.1"></label>
 </fieldset>
 <button id="go">Generate</button> <button id="stop" disabled>Stop</button>
+<label title="record the first input's decoding and step through it (attention per layer and head)"><input id="trace" type="checkbox"> trace</label>
 <h2 style="font-size:1.1em">Output</h2>
 <div id="output" aria-live="polite"></div>
 <div id="warning" role="alert"></div>
 <div id="status"></div>
 <div id="results"></div>
+<iframe id="trace_view" title="the request's trace in the step-through player" hidden></iframe>
 <script>
 const $ = (id) => document.getElementById(id);
 let controller = null;
@@ -190,9 +194,29 @@ async function generate() {
     $("stop").disabled = true;
   }
 }
-$("go").addEventListener("click", generate);
+// The first input's decoding recorded by the server (POST /v1/trace) and opened in web/'s
+// step-through player, which the server serves at /player/.
+async function showTrace() {
+  const b = body();
+  delete b.stream;
+  if (b.inputs) { b.input = b.inputs[0]; delete b.inputs; }
+  const r = await fetch("/v1/trace", { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(b) });
+  const text = await r.text();
+  if (!r.ok) throw new Error("trace: " + JSON.parse(text).error);
+  const url = URL.createObjectURL(new Blob([text], { type: "application/json" }));
+  $("trace_view").src = "/player/player.html?trace=" + encodeURIComponent(url);
+  $("trace_view").hidden = false;
+}
+
+$("go").addEventListener("click", async () => {
+  $("trace_view").hidden = true;
+  await generate();
+  if ($("trace").checked && $("output").dataset.done === "1")
+    showTrace().catch((e) => { $("status").textContent = String(e.message || e); $("status").className = "error"; });
+});
 $("stop").addEventListener("click", () => controller && controller.abort());
-$("source").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) generate(); });
+$("source").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("go").click(); });
 </script>
 </body>
 </html>

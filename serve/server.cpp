@@ -21,11 +21,14 @@
 #include <thread>
 
 #include "infer/result_json.h"
+#include "infer/strategy.h"
+#include "infer/trace.h"
 #include "serve/access_log.h"
 #include "serve/auth.h"
 #include "serve/http_reader.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
+#include "serve/player_assets.h"
 #include "serve/playground.h"
 #include "tensor/tensor.h"  // fail
 
@@ -69,7 +72,7 @@ void send_unavailable(httplib::Response& res, const std::string& message) {
 
 // The methods each endpoint answers (405 with Allow for the others; 404 for other paths).
 const char* allowed_methods(const std::string& path) {
-  if (path == "/v1/generate" || path == "/v1/completions") return "POST";
+  if (path == "/v1/generate" || path == "/v1/completions" || path == "/v1/trace") return "POST";
   if (path == "/healthz" || path == "/readyz" || path == "/v1/model" || path == "/v1/models" ||
       path == "/" || path == "/metrics")
     return "GET, HEAD";
@@ -311,6 +314,7 @@ struct Server::Impl {
   std::atomic<int64_t> active{0};         // /v1/generate requests not yet answered in full
   int listen_fd = -1;
   const int64_t started_at = int64_t(std::time(nullptr));  // /v1/models' "created"
+  std::mutex trace_m;                                      // POST /v1/trace: one at a time
 
   // Counts a request as active while alive.
   struct Active {
@@ -367,6 +371,14 @@ struct Server::Impl {
              [](Req, Res res) { res.set_content(playground_html(), "text/html; charset=utf-8"); });
     http.Post("/v1/generate", [this](Req req, Res res) { generate(req, res); });
     http.Post("/v1/completions", [this](Req req, Res res) { completions(req, res); });
+    http.Post("/v1/trace", [this](Req req, Res res) { trace(req, res); });
+    for (const PlayerAsset& a : player_assets())
+      http.Get("/player/" + std::string(a.name),
+               [&a](Req, Res res) { res.set_content(a.text, a.content_type); });
+    // player.html's built-in example trace stays in web/: the page is given a trace to load.
+    http.Get("/player/f15_trace.js", [](Req, Res res) {
+      res.set_content("window.SEQTAPE_EMBEDDED_TRACE = null;\n", "text/javascript");
+    });
     http.Get("/v1/models", [this](Req, Res res) {
       res.set_content(dump(models_json(served_name(), started_at)) + "\n", "application/json");
     });
@@ -663,6 +675,31 @@ struct Server::Impl {
       return tail + "data: [DONE]\n\n";
     };
     return w;
+  }
+
+  // POST /v1/trace: one input of a /v1/generate body decoded and recorded as a seqtape-trace
+  // (web/TRACE_FORMAT.md) for the player at /player/player.html. Traces are debugging aids that
+  // record every call's logits and attention: they run one at a time, on the connection's
+  // thread beside the scheduler, within the same limits as any request.
+  void trace(const httplib::Request& req, httplib::Response& res) {
+    GenerateRequest r;
+    try {
+      r = parse_generate_request(req.body, model, opt.limits);
+      if (r.list || r.stream)
+        throw RequestError(r.list ? "inputs" : "stream",
+                           "a trace records one input, not streamed: give \"input\" alone");
+      if (r.options.num_samples > 1)
+        throw RequestError("num_samples", "a trace records one draw: num_samples must be 1");
+    } catch (const RequestError& e) {
+      return send_error(res, 400, e.field, e.what());
+    }
+    TraceOptions topt;
+    topt.input_text = r.texts[0];
+    topt.source = "seqtape serve";
+    topt.verify_cache = r.options.verify_cache;
+    std::lock_guard<std::mutex> one_at_a_time(trace_m);
+    TracedRun run = generate_traced(model, r.inputs[0], r.options, *make_strategy(r.options), topt);
+    res.set_content(dump(run.trace) + "\n", "application/json");
   }
 
   // The name /v1/models lists and a completion request must give.

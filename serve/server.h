@@ -16,6 +16,8 @@
 //   GET  /healthz      {"status": "ok" | "stopping", queue and job counts}
 //   GET  /v1/model     configuration, vocabulary size, parameter count, limits
 //   GET  /             the playground page
+//   POST /v1/trace     one input decoded and recorded as a seqtape-trace (web/TRACE_FORMAT.md)
+//   GET  /player/...   web/'s step-through player (serve/player_assets.h)
 //
 // With api_keys, every endpoint but /healthz needs "Authorization: Bearer <key>" (else 401).
 // With cors_origin, answers carry Access-Control-Allow-Origin for it and OPTIONS preflights

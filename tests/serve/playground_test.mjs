@@ -160,6 +160,27 @@ async function main() {
   await js(`document.getElementById("source").value = "我爱"; document.getElementById("beam").value = "1";
     document.getElementById("n_best").value = "1"; document.getElementById("max_new").value = "64";`);
 
+  // The trace toggle: the request's trace, recorded by the server, opens in the step-through
+  // player (served by the server) with its layer/head picker.
+  await js(`document.getElementById("trace").checked = true; document.getElementById("go").click();`);
+  let player = null;
+  for (let i = 0; i < 200; i++) {
+    player = await js(`const f = document.getElementById("trace_view");
+      const w = f.hidden ? null : f.contentWindow;
+      const p = w && w.seqtapePlayer;
+      if (!p || !p.state.trace) return null;
+      p.go(1);  // the first call: the one with attention maps (step 0 is the input)
+      const d = w.document;
+      return { input: p.state.trace.input.text, source: p.state.trace.source, frames: p.state.frames.length,
+        layers: d.getElementById("attn-layer").options.length, heads: d.getElementById("attn-head").options.length,
+        visible: f.offsetHeight > 0 };`);
+    if (player) break;
+    await sleep(50);
+  }
+  check(player && player.input === "我爱" && player.frames > 0 && player.layers >= 1 && player.heads >= 1 && player.visible,
+    `the trace opens in the player with its layer/head picker: ${JSON.stringify(player)}`);
+  await js(`document.getElementById("trace").checked = false;`);
+
   // What the page looks like now, as a PNG of the window.
   const png = Buffer.from(await wd("GET", `/session/${session}/screenshot`), "base64");
   const shot = join(profile, "playground.png");

@@ -409,5 +409,38 @@ TEST(ServeOps, RequestDeadlineCancelsWith504) {
   EXPECT_EQ(srv.server->stats().cancelled, 3);
 }
 
+// POST /v1/trace records one input for the step-through player, which the server serves at
+// /player/ (player.html, .js, .css from web/); several inputs or a stream are 400s.
+TEST(ServeOps, TraceEndpointAndThePlayer) {
+  RunningServer srv(f15(), ops_options());
+  httplib::Client cli("127.0.0.1", srv.port);
+  auto t = cli.Post("/v1/trace", R"({"input": "我爱", "max_new": 8})", "application/json");
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->status, 200) << t->body;
+  const json trace = json::parse(t->body);
+  EXPECT_EQ(trace["format"], "seqtape-trace");
+  EXPECT_EQ(trace["input"]["text"], "我爱");
+  EXPECT_EQ(trace["source"], "seqtape serve");
+  EXPECT_EQ(trace["result"]["text"], "学习！") << trace["result"];
+  EXPECT_FALSE(trace["steps"].empty());
+  for (const char* bad : {R"({"inputs": ["我", "爱"]})", R"({"input": "我", "stream": true})"}) {
+    auto r = cli.Post("/v1/trace", bad, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad;
+  }
+  for (const auto& [path, type] :
+       std::vector<std::pair<std::string, std::string>>{{"/player/player.html", "text/html"},
+                                                        {"/player/player.js", "text/javascript"},
+                                                        {"/player/player.css", "text/css"}}) {
+    auto r = cli.Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << path;
+    EXPECT_EQ(r->get_header_value("Content-Type").rfind(type, 0), 0u) << path;
+    EXPECT_EQ(r->body,
+              test_util::read_bytes(std::string(SEQTAPE_SOURCE_DIR) + "/web" + path.substr(7)))
+        << path << " is not web/'s";
+  }
+}
+
 }  // namespace
 }  // namespace seqtape
