@@ -14,6 +14,8 @@ using nlohmann::json;
 
 // OpenAI's default max_tokens (its API reference).
 constexpr int64_t kDefaultMaxTokens = 16;
+// More choices than this are refused before the option checks (which bound them by --beam-limit).
+constexpr int64_t kMaxChoices = 4096;
 
 // The extension object's fields: generate's options that OpenAI's API has no name for.
 const std::vector<std::string>& extension_fields() {
@@ -77,7 +79,8 @@ void read_sampling(const json& body, json& g, CompletionRequest& r) {
   if (!temperature.is_number()) throw RequestError("temperature", "temperature must be a number");
   if (given(body, "n")) {
     const json& n = body["n"];
-    if (!n.is_number_integer() || n < 1) throw RequestError("n", "n must be an integer >= 1");
+    if (!n.is_number_integer() || n < 1 || n > kMaxChoices)
+      throw RequestError("n", "n must be an integer in [1, " + std::to_string(kMaxChoices) + "]");
     r.n = n.get<int64_t>();
   }
   if (temperature.get<double>() != 0) {

@@ -442,5 +442,49 @@ TEST(ServeOps, TraceEndpointAndThePlayer) {
   }
 }
 
+// A malformed /v1/completions body is a 400 in OpenAI's error shape, naming the parameter as the
+// client sent it.
+TEST(ServeOps, CompletionsBadRequestsGet400NamingTheParameter) {
+  RunningServer srv(f15(), ops_options());
+  httplib::Client cli("127.0.0.1", srv.port);
+  const std::string m = R"("model": "checkpoint.bin", )";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"prompt": "我爱"})", "model"},
+      {R"({"model": 7, "prompt": "我爱"})", "model"},
+      {R"({"model": "gpt-4", "prompt": "我爱"})", "model"},
+      {"{" + m + R"("prompt": [1, 2]})", "prompt"},
+      {"{" + m + R"("prompt": "我爱", "n": 18446744073709551615, "temperature": 0})", "n"},
+      {"{" + m + R"("prompt": "我爱", "n": 0})", "n"},
+      {"{" + m + R"("prompt": "我爱", "n": 2, "temperature": 0})", "n"},
+      {"{" + m + R"("prompt": "我爱", "n": 2, "stream": true})", "n"},
+      {"{" + m + R"("prompt": "我爱", "n": 9})", "n"},  // over --beam-limit 8 (num_samples)
+      {"{" + m + R"("prompt": "我爱", "max_tokens": 18446744073709551615})", "max_tokens"},
+      {"{" + m + R"("prompt": "我爱", "max_tokens": 0})", "max_tokens"},
+      {"{" + m + R"("prompt": "我爱", "temperature": "hot"})", "temperature"},
+      {"{" + m + R"("prompt": "我爱", "temperature": -1})", "temperature"},
+      {"{" + m + R"("prompt": "我爱", "top_p": 2})", "top_p"},
+      {"{" + m + R"("prompt": "我爱", "stop": 5})", "stop"},
+      {"{" + m + R"("prompt": "我爱", "stream_options": {"x": 1}, "stream": true})",
+       "stream_options"},
+      {"{" + m + R"("prompt": "我爱", "stream_options": {"include_usage": true}})",
+       "stream_options"},
+      {"{" + m + R"("prompt": "我爱", "logprobs": 2})", "logprobs"},
+      {"{" + m + R"("prompt": "我爱", "seqtape": {"beem": 2}})", "seqtape.beem"},
+      {"{" + m + R"("prompt": "我爱", "seqtape": {"beam": 99}, "temperature": 0})", "seqtape.beam"},
+      {"{" + m + R"("prompt": "我爱", "seqtape": {"timeout_ms": -5}})", "seqtape.timeout_ms"},
+      {"{" + m + R"("prompt": "我爱", "seqtape": [1]})", "seqtape"},
+      {"{" + m + R"("prompt": "我爱", "user": 3})", "user"},
+      {R"({"model": "checkpoint.bin", "prompt": "我爱",)", "body"}};
+  for (const auto& [body, param] : cases) {
+    auto r = cli.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(r) << body;
+    EXPECT_EQ(r->status, 400) << body << " → " << r->body;
+    const json j = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j["error"].is_object()) << r->body;
+    EXPECT_EQ(j["error"]["param"], param) << body << " → " << r->body;
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error") << r->body;
+  }
+}
+
 }  // namespace
 }  // namespace seqtape
