@@ -106,6 +106,62 @@ int run_serve(ServeArgs& a) {
   return kOk;
 }
 
+// The bounds on a request and on its connection (each checked on the flag's text).
+void add_limit_flags(CLI::App* sub, serve::ServerOptions& o) {
+  sub->add_option("--max-body", o.limits.max_body_bytes, "largest request body, bytes")
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 30));
+  sub->add_option("--max-input", o.limits.max_input_bytes, "largest input, UTF-8 bytes")
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 30));
+  sub->add_option("--max-inputs", o.limits.max_inputs, "most entries of \"inputs\"")
+      ->capture_default_str()
+      ->check(in_range(1, kMaxBatchLimit));
+  sub->add_option("--max-new-limit", o.limits.max_new, "largest max_new a request may ask")
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 20));
+  sub->add_option("--beam-limit", o.limits.max_beam, "largest beam a request may ask")
+      ->capture_default_str()
+      ->check(in_range(1, kMaxBatchLimit));
+  sub->add_option("--read-timeout-ms", o.read_timeout_ms,
+                  "per socket read, and the wait for a kept-alive connection's next request")
+      ->capture_default_str()
+      ->check(in_range(1, kMaxTimeoutMs));
+  sub->add_option("--request-timeout-ms", o.request_timeout_ms,
+                  "a request's head and body must arrive within this time of its first byte "
+                  "(else 408): slow clients cannot hold a connection")
+      ->capture_default_str()
+      ->check(in_range(1, kMaxTimeoutMs));
+  sub->add_option("--max-client-connections", o.max_client_connections,
+                  "connections open at once from one client address (more get 503), so that "
+                  "one client cannot take every --http-threads slot")
+      ->capture_default_str()
+      ->check(in_range(1, 1024));
+  sub->add_option("--timeout-ms", o.timeout_ms,
+                  "a decoding request's deadline from its arrival, when its body gives no "
+                  "timeout_ms (past it: cancelled, 504); 0: none")
+      ->capture_default_str()
+      ->check(in_range(0, kMaxTimeoutMs));
+  sub->add_option("--write-timeout-ms", o.write_timeout_ms, "per socket write (slow readers)")
+      ->capture_default_str()
+      ->check(in_range(1, kMaxTimeoutMs));
+}
+
+// Access control and logging.
+void add_operation_flags(CLI::App* sub, ServeArgs& a) {
+  serve::ServerOptions& o = a.o;
+  sub->add_option("--api-key-file", a.api_key_file,
+                  "require \"Authorization: Bearer <key>\" on every endpoint but /healthz (else "
+                  "401), the keys one per line (blank lines and # comments skipped)");
+  sub->add_option("--cors-origin", o.cors_origin,
+                  "answer browsers' cross-origin requests from this one origin (e.g. "
+                  "https://example.org); off by default");
+  sub->add_option("--access-log", o.access_log,
+                  "one JSON line per request (id, endpoint, status, tokens, queue and total "
+                  "ms): - for stderr, a file to append to, or \"\" for none")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void register_serve(CLI::App& app, Runner& run) {
@@ -154,53 +210,8 @@ void register_serve(CLI::App& app, Runner& run) {
                       "when larger")
           ->check(in_range(2, 4096));
   CLI::Option* threads = sub->add_option("--threads", a->threads)->group("");  // refused
-  sub->add_option("--api-key-file", a->api_key_file,
-                  "require \"Authorization: Bearer <key>\" on every endpoint but /healthz (else "
-                  "401), the keys one per line (blank lines and # comments skipped)");
-  sub->add_option("--cors-origin", o.cors_origin,
-                  "answer browsers' cross-origin requests from this one origin (e.g. "
-                  "https://example.org); off by default");
-  sub->add_option("--access-log", o.access_log,
-                  "one JSON line per request (id, endpoint, status, tokens, queue and total "
-                  "ms): - for stderr, a file to append to, or \"\" for none")
-      ->capture_default_str();
-  sub->add_option("--max-body", o.limits.max_body_bytes, "largest request body, bytes")
-      ->capture_default_str()
-      ->check(in_range(1, 1 << 30));
-  sub->add_option("--max-input", o.limits.max_input_bytes, "largest input, UTF-8 bytes")
-      ->capture_default_str()
-      ->check(in_range(1, 1 << 30));
-  sub->add_option("--max-inputs", o.limits.max_inputs, "most entries of \"inputs\"")
-      ->capture_default_str()
-      ->check(in_range(1, kMaxBatchLimit));
-  sub->add_option("--max-new-limit", o.limits.max_new, "largest max_new a request may ask")
-      ->capture_default_str()
-      ->check(in_range(1, 1 << 20));
-  sub->add_option("--beam-limit", o.limits.max_beam, "largest beam a request may ask")
-      ->capture_default_str()
-      ->check(in_range(1, kMaxBatchLimit));
-  sub->add_option("--read-timeout-ms", o.read_timeout_ms,
-                  "per socket read, and the wait for a kept-alive connection's next request")
-      ->capture_default_str()
-      ->check(in_range(1, kMaxTimeoutMs));
-  sub->add_option("--request-timeout-ms", o.request_timeout_ms,
-                  "a request's head and body must arrive within this time of its first byte "
-                  "(else 408): slow clients cannot hold a connection")
-      ->capture_default_str()
-      ->check(in_range(1, kMaxTimeoutMs));
-  sub->add_option("--max-client-connections", o.max_client_connections,
-                  "connections open at once from one client address (more get 503), so that "
-                  "one client cannot take every --http-threads slot")
-      ->capture_default_str()
-      ->check(in_range(1, 1024));
-  sub->add_option("--timeout-ms", o.timeout_ms,
-                  "a decoding request's deadline from its arrival, when its body gives no "
-                  "timeout_ms (past it: cancelled, 504); 0: none")
-      ->capture_default_str()
-      ->check(in_range(0, kMaxTimeoutMs));
-  sub->add_option("--write-timeout-ms", o.write_timeout_ms, "per socket write (slow readers)")
-      ->capture_default_str()
-      ->check(in_range(1, kMaxTimeoutMs));
+  add_operation_flags(sub, *a);
+  add_limit_flags(sub, o);
   sub->add_option("--drain-ms", a->drain_ms,
                   "on SIGTERM: time in-flight requests get to finish before they are cancelled")
       ->capture_default_str()
