@@ -1,7 +1,8 @@
 // seqtape serve under load: in-process Servers on 127.0.0.1 (free ports) over the medium
 // configuration (C 256, H 4, 3+3 layers, F 1024, V 64; random-init weights, as bench_decode),
-// with 1, 8 and 32 concurrent clients. Each request decodes exactly 32 tokens greedily
-// (min_new = max_new = 32) from a 31-token source; every client sends its requests back to back.
+// with 1, 8, 32 and 64 concurrent clients. Each request decodes exactly 8, 16, 32 or 64 tokens
+// greedily (min_new = max_new; mixed lengths, in turn) from a 31-token source; every client sends
+// its requests back to back.
 // Reports requests/s and p50 / p99 latency for the serial scheduler (one request at a time) and
 // the continuous one (every request's row stepped in one model call, --max-batch 32), run back
 // to back at each client count, and the continuous/serial ratios of the same run. Last, a
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -48,8 +50,9 @@ struct Figures {
   int failed = 0;
 };
 
-// `clients` threads posting `body` back to back, per_client requests each.
-Figures measure(int port, const std::string& body, int clients, int per_client) {
+// `clients` threads posting back to back, per_client requests each; client c's request i is
+// bodies[(c + i) % size] (mixed lengths).
+Figures measure(int port, const std::vector<std::string>& bodies, int clients, int per_client) {
   std::vector<std::vector<double>> lat(static_cast<size_t>(clients));
   std::atomic<int> failed{0};
   std::vector<std::thread> th;
@@ -60,6 +63,7 @@ Figures measure(int port, const std::string& body, int clients, int per_client) 
       cli.set_read_timeout(120, 0);
       for (int i = 0; i < per_client; ++i) {
         const auto r0 = std::chrono::steady_clock::now();
+        const std::string& body = bodies[size_t(c + i) % bodies.size()];
         auto res = cli.Post("/v1/generate", body, "application/json");
         const double ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r0)
@@ -122,8 +126,36 @@ void debug_beside_greedy(int port, const std::string& source) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: bench_serve [REQUESTS]\n"
+    "\n"
+    "seqtape serve under load, in process on 127.0.0.1: the serial and the continuous scheduler\n"
+    "over the same medium model, with 1, 8, 32 and 64 concurrent clients sending requests of\n"
+    "8, 16, 32 or 64 new tokens back to back; requests/s, p50 and p99 latency, and the\n"
+    "continuous / serial ratios of the same run (target at 32 and 64 clients: >= 2x the\n"
+    "requests/s, <= 0.7x the p99);\n"
+    "then a greedy request's latency beside a debug request (no_cache, beam 8).\n"
+    "\n"
+    "  REQUESTS   requests per client at 1 client (default 40; fewer per client with more\n"
+    "             clients)\n"
+    "  -h, --help this text\n";
+
 int main(int argc, char** argv) {
-  const int base = argc > 1 ? std::max(1, std::atoi(argv[1])) : 40;
+  int base = 40;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    char* end = nullptr;
+    const long n = std::strtol(a.c_str(), &end, 10);
+    if (a.empty() || *end != '\0' || n < 1 || n > 100000 || i > 1) {
+      std::fprintf(stderr, "bench_serve: unexpected argument '%s'\n\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+    base = int(n);
+  }
   const int64_t V = 64;
   ModelConfig cfg = preset("medium", int(V));
   cfg.max_positions = 600;
@@ -134,8 +166,10 @@ int main(int argc, char** argv) {
   const InferenceModel model(cfg, synthetic_vocab(V), w, "medium", WeightLayout::Decode);
   std::string source;
   for (int i = 0; i < 31; ++i) source += "c" + std::to_string(3 + (i * 7) % (V - 3));
-  const std::string body =
-      nlohmann::json{{"input", source}, {"min_new", 32}, {"max_new", 32}}.dump();
+  // Mixed lengths: 8, 16, 32 and 64 new tokens in turn (30 on average).
+  std::vector<std::string> bodies;
+  for (int n : {8, 16, 32, 64})
+    bodies.push_back(nlohmann::json{{"input", source}, {"min_new", n}, {"max_new", n}}.dump());
 
   const std::vector<std::string> kinds = {"serial", "continuous"};
   std::vector<std::unique_ptr<serve::Server>> servers;
@@ -145,8 +179,10 @@ int main(int argc, char** argv) {
     serve::ServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
-    o.queue = 64;
-    o.http_threads = 48;
+    o.queue = 128;
+    o.http_threads = 96;
+    o.max_client_connections = 96;  // every client comes from 127.0.0.1
+    o.access_log = "";
     o.scheduler = kind;
     o.max_batch = 32;
     o.limits.max_input_bytes = 1 << 12;
@@ -157,8 +193,8 @@ int main(int argc, char** argv) {
   }
 
   std::printf(
-      "bench_serve: medium model (%zu parameters), 32 new tokens per request; serial vs "
-      "continuous (--max-batch 32), back to back at each client count\n",
+      "bench_serve: medium model (%zu parameters), 8, 16, 32 or 64 new tokens per request (in "
+      "turn); serial vs continuous (--max-batch 32), back to back at each client count\n",
       model.parameter_count());
   std::printf("%8s %11s %9s %11s %10s %10s\n", "clients", "scheduler", "requests", "requests/s",
               "p50 ms", "p99 ms");
@@ -167,11 +203,11 @@ int main(int argc, char** argv) {
     Figures serial, continuous;
   };
   std::vector<Row> rows;
-  for (int clients : {1, 8, 32}) {
+  for (int clients : {1, 8, 32, 64}) {
     const int per_client = std::max(2, base * 4 / (clients + 3));
     Row r{clients, {}, {}};
     for (size_t k = 0; k < kinds.size(); ++k) {
-      const Figures f = measure(ports[k], body, clients, per_client);
+      const Figures f = measure(ports[k], bodies, clients, per_client);
       (k == 0 ? r.serial : r.continuous) = f;
       std::printf("%8d %11s %9zu %11.1f %10.1f %10.1f%s\n", clients, kinds[k].c_str(), f.requests,
                   f.rps, f.p50, f.p99,

@@ -18,6 +18,8 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int64_t kMaxTimeoutMs = 86'400'000;  // a day
+
 // GenerateOptions member → request field (the CLI flag's long name with underscores).
 std::string field_of(std::string_view option) {
   if (option == "stop_strings") return "stop";
@@ -68,17 +70,14 @@ std::vector<int32_t> token_ids(const InferenceModel& model, const std::string& f
 
 const std::vector<std::string>& request_fields() {
   static const std::vector<std::string> fields = {
-      "input",           "inputs",       "stream",     "beam",  "n_best", "length_penalty",
-      "sample",          "temperature",  "top_k",      "top_p", "seed",   "repetition_penalty",
-      "no_repeat_ngram", "min_new",      "max_new",    "stop",  "end",    "suppress",
-      "no_cache",        "verify_cache", "num_samples"};
+      "input",           "inputs",       "stream",      "beam",      "n_best", "length_penalty",
+      "sample",          "temperature",  "top_k",       "top_p",     "seed",   "repetition_penalty",
+      "no_repeat_ngram", "min_new",      "max_new",     "stop",      "end",    "suppress",
+      "no_cache",        "verify_cache", "num_samples", "timeout_ms"};
   return fields;
 }
 
-namespace {
-
-// The body as a JSON object whose every key is a request field.
-json parse_body(const std::string& body, const Limits& limits) {
+json parse_json_object(const std::string& body, const Limits& limits) {
   if (body.size() > limits.max_body_bytes)
     throw RequestError("body", "body is " + std::to_string(body.size()) +
                                    " bytes, more than the limit of " +
@@ -90,12 +89,18 @@ json parse_body(const std::string& body, const Limits& limits) {
     throw RequestError("body", std::string("body is not valid JSON: ") + e.what());
   }
   if (!j.is_object()) throw RequestError("body", "body must be a JSON object");
+  return j;
+}
+
+namespace {
+
+// Every key of the body is a request field.
+void check_fields(const json& j) {
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const std::string& f : request_fields()) known = known || f == key;
     if (!known) throw RequestError(key, "unknown field '" + key + "'");
   }
-  return j;
 }
 
 // input (one string) or inputs (a list).
@@ -220,10 +225,22 @@ void check_memory(const InferenceModel& model, const GenerateRequest& r) {
 
 GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,
                                        const Limits& limits) {
-  const json j = parse_body(body, limits);
+  return parse_generate_json(parse_json_object(body, limits), model, limits);
+}
+
+GenerateRequest parse_generate_json(const json& j, const InferenceModel& model,
+                                    const Limits& limits) {
+  check_fields(j);
   GenerateRequest r;
   read_texts(j, limits, r);
   if (j.contains("stream")) r.stream = get_bool(j["stream"], "stream");
+  if (j.contains("timeout_ms")) {
+    r.timeout_ms = get_int(j["timeout_ms"], "timeout_ms");
+    if (r.timeout_ms < 1 || r.timeout_ms > kMaxTimeoutMs)
+      throw RequestError("timeout_ms", "timeout_ms must be in [1, " +
+                                           std::to_string(kMaxTimeoutMs) + "] (ms), got " +
+                                           std::to_string(r.timeout_ms));
+  }
   read_options(j, model, r.options);
   check_options(j, r.options, r.stream, limits);
   encode_texts(model, limits, r);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,7 +38,8 @@ struct GenerateRequest {
   std::vector<std::vector<int32_t>> inputs;  // [B] encode_input() ids
   GenerateOptions options;                   // checked with GenerateOptions::problem()
   bool stream = false;
-  bool list = false;  // "inputs" (answer: an array) rather than "input" (answer: one object)
+  int64_t timeout_ms = 0;  // the request's deadline from its arrival; 0: the server's default
+  bool list = false;       // "inputs" (answer: an array) rather than "input" (answer: one object)
 };
 
 // The field names a body may use, in the order /v1/model and --help list them.
@@ -46,5 +48,12 @@ const std::vector<std::string>& request_fields();
 // The inputs are encoded with the model's own codec (its SentencePiece model, or characters).
 GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,
                                        const Limits& limits);
+
+// The two halves of parse_generate_request(), for the endpoints that take another body shape
+// and translate it (serve/openai.h): the body as a JSON object within the body limit; and
+// a JSON object whose keys are request fields, checked and encoded.
+nlohmann::json parse_json_object(const std::string& body, const Limits& limits);
+GenerateRequest parse_generate_json(const nlohmann::json& j, const InferenceModel& model,
+                                    const Limits& limits);
 
 }  // namespace seqtape::serve

@@ -4,6 +4,7 @@
 // Dimension key: B inputs of one job.
 #include "serve/scheduler.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "infer/search.h"
@@ -41,6 +42,7 @@ bool QueuedScheduler::submit(std::shared_ptr<Job> job) {
       ++counts_.rejected;
       return false;
     }
+    job->submitted = std::chrono::steady_clock::now();
     queue_.push_back(std::move(job));
   }
   cv_.notify_all();
@@ -68,15 +70,28 @@ SchedulerStats QueuedScheduler::stats() const {
   return s;
 }
 
-void QueuedScheduler::count_step() {
+void QueuedScheduler::observe_steps(std::function<void(int64_t rows)> on_step) {
+  std::lock_guard<std::mutex> l(m_);
+  on_step_ = std::move(on_step);
+}
+
+void QueuedScheduler::count_step(int64_t rows) {
   std::lock_guard<std::mutex> l(m_);
   ++counts_.steps;
+  if (on_step_) on_step_(rows);
+}
+
+void QueuedScheduler::start_job(const std::shared_ptr<Job>& job) {
+  job->started = std::chrono::steady_clock::now();
+  queue_.pop_front();
+  ++running_jobs_;
 }
 
 bool QueuedScheduler::cancel_before_step(const Job& job) {
   if (before_step_) before_step_();
   const bool stop = job.cancel.load() || cancel_all_.load();
-  if (!stop) count_step();
+  // One input decoded alone: its beam's or its draws' rows.
+  if (!stop) count_step(std::max(job.options.beam, job.options.num_samples));
   return stop;
 }
 
@@ -109,9 +124,8 @@ void SerialScheduler::loop() {
       std::unique_lock<std::mutex> l(m_);
       cv_.wait(l, [&] { return !queue_.empty() || stopping_; });
       if (queue_.empty()) return;  // stopping and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      ++running_jobs_;
+      job = queue_.front();
+      start_job(job);
     }
     run(*job);
     job_ended(*job);
@@ -158,6 +172,7 @@ struct ContinuousScheduler::Started {
   size_t finished = 0;         // inputs with a result
   size_t announced = 0;        // inputs passed to on_input_done: always a prefix, in order
   size_t alone = 0;            // inputs on the second thread
+  int64_t waited = 0;          // steps input `next` has waited for rows
   bool failed = false;         // fail_all() answered the rest; the alone ones only count
   std::vector<uint8_t> ready;  // [B] has a result
 
@@ -276,8 +291,8 @@ bool ContinuousScheduler::wait_for_work() {
   return !queue_.empty() || !started_.empty();
 }
 
-// Inputs of started jobs first, then new jobs, in order, while rows are free; those taken join
-// the session together (their sources encoded in one pass).
+// Inputs of started jobs and new jobs, round-robin (take_inputs()), while rows are free; those
+// taken join the session together (their sources encoded in one pass).
 void ContinuousScheduler::admit() {
   budget_ = stepper_->free_rows();
   take_inputs();
@@ -301,39 +316,49 @@ void ContinuousScheduler::admit() {
 }
 
 void ContinuousScheduler::take_inputs() {
-  for (auto& p : started_) {
-    if (!p) continue;
-    Started& s = *p;
-    bool room = true;
-    while (s.next < s.job->inputs.size() && (room = admit_input(s))) {
+  // Rounds of: the next queued job joins with its first input, then one more input of every
+  // started job. A job of many inputs (or wide beams) shares the free rows with the jobs behind
+  // it instead of taking them all first. New jobs go first in a round, so that short requests
+  // are not held behind a long one; an input that has waited kMaxOvertakenSteps steps for its
+  // rows stops the new jobs until it is in, so that they cannot keep it waiting either.
+  bool starving = false;
+  for (const auto& p : started_) starving = starving || (p && p->waited >= kMaxOvertakenSteps);
+  for (bool progress = true; progress;) {
+    progress = !starving && start_next_job();
+    for (auto& p : started_) {
+      if (!p) continue;
+      Started& s = *p;
+      if (s.next < s.job->inputs.size() && admit_input(s)) {
+        progress = true;
+        s.waited = 0;
+      }
+      if (s.finished == s.job->inputs.size()) input_done(s);  // the last were cancelled
     }
-    if (s.finished == s.job->inputs.size()) input_done(s);  // the last were cancelled
-    if (!room) return;
   }
-  for (;;) {
-    auto s = std::make_unique<Started>();
-    {
-      std::lock_guard<std::mutex> l(m_);
-      if (queue_.empty()) return;
-      s->job = queue_.front();
-    }
-    const size_t B = s->job->inputs.size();
-    s->job->results.resize(B);
-    s->job->seconds.assign(B, 0.0);
-    if (B > 0 && !admit_input(*s)) return;  // no room yet: the job stays queued
-    {
-      std::lock_guard<std::mutex> l(m_);
-      queue_.pop_front();
-      ++running_jobs_;
-    }
-    Started& now = *s;
-    started_.push_back(std::move(s));
-    bool room = true;
-    while (now.next < B && (room = admit_input(now))) {
-    }
-    if (now.finished == B) input_done(now);  // e.g. cancelled while queued
-    if (!room) return;
+  for (const auto& p : started_)
+    if (p && p->next < p->job->inputs.size()) ++p->waited;
+}
+
+// The queue's first job, when its first input has rows (or needs none): started with it.
+bool ContinuousScheduler::start_next_job() {
+  auto s = std::make_unique<Started>();
+  {
+    std::lock_guard<std::mutex> l(m_);
+    if (queue_.empty()) return false;
+    s->job = queue_.front();
   }
+  const size_t B = s->job->inputs.size();
+  s->job->results.resize(B);
+  s->job->seconds.assign(B, 0.0);
+  if (B > 0 && !admit_input(*s)) return false;  // no room yet: the job stays queued
+  {
+    std::lock_guard<std::mutex> l(m_);
+    start_job(s->job);
+  }
+  Started& now = *s;
+  started_.push_back(std::move(s));
+  if (now.finished == B) input_done(now);  // e.g. cancelled while queued
+  return true;
 }
 
 // Takes input s.next for the session (pending_), hands it to the second thread when the session
@@ -406,7 +431,7 @@ void ContinuousScheduler::step() {
     cancel_rows();  // asked again after the hook, as the serial scheduler does
     if (loop_->empty()) return;
   }
-  count_step();
+  count_step(max_batch_ - stepper_->free_rows());
   loop_->step();
 }
 

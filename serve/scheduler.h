@@ -2,7 +2,10 @@
 // The scheduler between the HTTP handlers and the decoding engine. Handlers submit Jobs; the
 // scheduler's decoding thread owns the model and runs them. Two implement the interface:
 //   - ContinuousScheduler (the default): one decoding loop over one session of up to max_batch
-//     rows. Before every step it admits queued inputs into free rows (FIFO); one model call then
+//     rows. Before every step it admits inputs into free rows in rounds: the next queued job
+//     (arrival order), then one input of each started job (a job of many inputs or wide beams
+//     cannot hold back the short jobs behind it; an input waiting for rows is overtaken by new
+//     jobs for kMaxOvertakenSteps steps at most); one model call then
 //     steps every live row, whatever its request and options (greedy, sampling and beam rows
 //     share the call); a finished input leaves and its rows are reused at the next step. Each
 //     input is a RowSearch (infer/row_search.h), and a row's logits do not depend on the rows
@@ -48,6 +51,9 @@ struct Job {
   std::vector<GenerateResult> results;  // [B]
   std::vector<double> seconds;          // [B] decoding wall time of each input
   std::string error;                    // non-empty: decoding failed (a bug; answered 500)
+  // When submit() took the job, and when its first input started decoding (the queue wait).
+  std::chrono::steady_clock::time_point submitted{}, started{};
+  std::chrono::steady_clock::time_point first_token{};  // set by the server's on_stream hook
 
   void finish();
   // Waits until finished or `timeout`; true when finished.
@@ -77,6 +83,9 @@ class Scheduler {
   virtual void shutdown(std::chrono::steady_clock::time_point deadline) = 0;
   virtual SchedulerStats stats() const = 0;
   virtual const char* name() const = 0;
+  // `on_step(rows)` runs on a decoding thread after every model call is counted, with the rows
+  // (hypotheses) that call decodes (/metrics' batch sizes).
+  virtual void observe_steps(std::function<void(int64_t rows)> on_step) = 0;
 };
 
 // Decodes input b of `job` alone with generate() (the strategy its options select), streaming
@@ -94,10 +103,13 @@ class QueuedScheduler : public Scheduler {
   bool submit(std::shared_ptr<Job> job) final;
   void shutdown(std::chrono::steady_clock::time_point deadline) final;
   SchedulerStats stats() const final;
+  void observe_steps(std::function<void(int64_t rows)> on_step) final;
 
  protected:
   QueuedScheduler(const InferenceModel& model, size_t capacity, std::function<void()> before_step);
-  void count_step();
+  void count_step(int64_t rows);
+  // Takes job (the front of queue_, under m_) as started.
+  void start_job(const std::shared_ptr<Job>& job);
   // Before each step of a generate() over `job`: runs before_step, then true when the job is
   // cancelled (the step is not taken), else counts the step.
   bool cancel_before_step(const Job& job);
@@ -107,6 +119,7 @@ class QueuedScheduler : public Scheduler {
   const InferenceModel& model_;
   const size_t capacity_;
   std::function<void()> before_step_;
+  std::function<void(int64_t rows)> on_step_;  // under m_
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;  // not started yet
@@ -130,7 +143,8 @@ class SerialScheduler final : public QueuedScheduler {
   void run(Job& job);
 };
 
-// One decoding loop over up to `max_batch` rows (a beam of K takes K rows), FIFO admission, at
+// One decoding loop over up to `max_batch` rows (a beam of K takes K rows), round-robin
+// admission between jobs (new ones in arrival order), at
 // most `capacity` jobs queued or running. `before_step` (tests) runs before every model call on
 // the decoding thread. Inputs the shared session cannot take — no_cache or verify_cache (they
 // compare with, or are, the uncached recompute), num_samples > 1, or more rows than max_batch —
@@ -158,6 +172,7 @@ class ContinuousScheduler final : public QueuedScheduler {
   bool wait_for_work();  // false: stopping and nothing left
   void admit();
   void take_inputs();
+  bool start_next_job();
   bool admit_input(Started& s);  // false: not enough free rows
   void step();
   void finish_inputs();
@@ -165,6 +180,8 @@ class ContinuousScheduler final : public QueuedScheduler {
   void input_done(Started& s);
   bool cancelled(const Job& job) const { return job.cancel.load() || cancel_all_.load(); }
 
+  // Steps an input waiting for rows may be overtaken by new jobs (take_inputs()).
+  static constexpr int64_t kMaxOvertakenSteps = 32;
   const int64_t max_batch_;
   // The decoding thread's own.
   std::unique_ptr<Stepper> stepper_;

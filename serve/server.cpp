@@ -11,14 +11,24 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "infer/result_json.h"
+#include "infer/strategy.h"
+#include "infer/trace.h"
+#include "serve/access_log.h"
+#include "serve/auth.h"
 #include "serve/http_reader.h"
+#include "serve/metrics.h"
+#include "serve/openai.h"
+#include "serve/player_assets.h"
 #include "serve/playground.h"
 #include "tensor/tensor.h"  // fail
 
@@ -33,11 +43,23 @@ std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// What the logger needs of the request this thread answers (set as it is routed).
+struct RequestRecord {
+  std::chrono::steady_clock::time_point start;
+  std::string id;            // X-Request-Id
+  std::shared_ptr<Job> job;  // a decoding request's
+};
+thread_local RequestRecord tl_record;
+
+// Whether the request this thread answers is on an OpenAI endpoint (its errors in its shape).
+thread_local bool tl_openai_errors = false;
+
 void send_error(httplib::Response& res, int status, const std::string& field,
                 const std::string& message) {
   res.status = status;
   json j = {{"error", message}};
   if (!field.empty()) j["field"] = field;
+  if (tl_openai_errors) j = openai_error(status, field, message);
   res.set_content(dump(j) + "\n", "application/json");
 }
 
@@ -50,9 +72,50 @@ void send_unavailable(httplib::Response& res, const std::string& message) {
 
 // The methods each endpoint answers (405 with Allow for the others; 404 for other paths).
 const char* allowed_methods(const std::string& path) {
-  if (path == "/v1/generate") return "POST";
-  if (path == "/healthz" || path == "/v1/model" || path == "/") return "GET, HEAD";
+  if (path == "/v1/generate" || path == "/v1/completions" || path == "/v1/trace") return "POST";
+  if (path == "/healthz" || path == "/readyz" || path == "/v1/model" || path == "/v1/models" ||
+      path == "/" || path == "/metrics")
+    return "GET, HEAD";
   return nullptr;
+}
+
+// The tokens a finished job generated: every draw's when it drew several, else each result's.
+int64_t generated_tokens(const Job& job) {
+  int64_t n = 0;
+  for (const GenerateResult& r : job.results)
+    if (job.options.num_samples > 1)
+      for (const Hypothesis& h : r.n_best) n += int64_t(h.tokens.size());
+    else
+      n += int64_t(r.tokens.size());
+  return n;
+}
+
+// `n` random bytes in hex: request ids.
+std::string random_hex(size_t n) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    const auto b = unsigned(rng() & 0xff);
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+// A request's id: the client's X-Request-Id when it is a short token (1 to 64 of A-Z a-z 0-9
+// . _ : -, so that it can go in a log line and a header as it is), else a fresh one.
+std::string request_id(const httplib::Request& req) {
+  const std::string given = req.get_header_value("X-Request-Id");
+  bool ok = !given.empty() && given.size() <= 64;
+  for (const char c : given)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._:-", c));
+  return ok ? given : random_hex(8);
+}
+
+double seconds_between(std::chrono::steady_clock::time_point a,
+                       std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 
 // The socket of the connection this thread serves (serve_connection() sets it): the handlers
@@ -189,18 +252,51 @@ class PeerWatch {
   bool probed_ = false;
 };
 
+// One Server-Sent Event.
+std::string sse(const std::string& name, const json& data) {
+  return "event: " + name + "\ndata: " + dump(data) + "\n\n";
+}
+
 // Events of one streamed job, from the decoding thread to the connection's thread.
 struct EventQueue {
   std::mutex m;
   std::condition_variable cv;
   std::deque<std::string> events;
-  void push(const std::string& name, const json& data) {
+  void push(std::string event) {
+    if (event.empty()) return;
     {
       std::lock_guard<std::mutex> l(m);
-      events.push_back("event: " + name + "\ndata: " + dump(data) + "\n\n");
+      events.push_back(std::move(event));
     }
     cv.notify_all();
   }
+};
+
+// A request's deadline (timeout_ms, or the server's --timeout-ms): passed() turns true once,
+// when it is past; 0 ms: none.
+struct Deadline {
+  explicit Deadline(int64_t ms)
+      : ms(ms), at(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms)) {}
+  bool passed() {
+    if (ms > 0 && !expired && std::chrono::steady_clock::now() >= at) expired = true;
+    return expired;
+  }
+  std::string message() const {
+    return "the request's deadline (timeout_ms " + std::to_string(ms) +
+           ") passed before its answer was complete";
+  }
+  int64_t ms;
+  std::chrono::steady_clock::time_point at;
+  bool expired = false;
+};
+
+// How an endpoint words a job: its answer once done, and the events of its stream (each a
+// whole SSE event; "" for none). The decoding thread calls piece and input_done.
+struct Wording {
+  std::function<json()> whole;
+  std::function<std::string(const StreamEvent&)> piece;
+  std::function<std::string(size_t input)> input_done;
+  std::function<std::string(const std::string& error)> tail;  // last; error "" when none
 };
 
 }  // namespace
@@ -208,6 +304,8 @@ struct EventQueue {
 struct Server::Impl {
   const InferenceModel& model;
   ServerOptions opt;
+  Metrics metrics{opt.max_batch};  // before the scheduler, whose threads update it
+  AccessLog access_log{opt.access_log};
   std::unique_ptr<Scheduler> scheduler;
   HttpServer http;
   std::atomic<bool> stopping{false};
@@ -215,6 +313,8 @@ struct Server::Impl {
   std::map<std::string, size_t> clients;  // open connections per client address
   std::atomic<int64_t> active{0};         // /v1/generate requests not yet answered in full
   int listen_fd = -1;
+  const int64_t started_at = int64_t(std::time(nullptr));  // /v1/models' "created"
+  std::mutex trace_m;                                      // POST /v1/trace: one at a time
 
   // Counts a request as active while alive.
   struct Active {
@@ -227,6 +327,7 @@ struct Server::Impl {
       : model(m),
         opt(std::move(o)),
         scheduler(make_scheduler(opt.scheduler, m, opt.queue, opt.max_batch, opt.before_step)) {
+    scheduler->observe_steps([this](int64_t rows) { metrics.step(rows); });
     const size_t threads = std::max<size_t>(opt.http_threads, 2);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.serve_connection = [this](int sock) { serve_connection(sock); };
@@ -257,44 +358,147 @@ struct Server::Impl {
           }
           send_error(res, 500, "", what);
         });
-    http.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-      const SchedulerStats s = scheduler->stats();
-      res.set_content(dump({{"status", stopping ? "stopping" : "ok"},
-                            {"scheduler", scheduler->name()},
-                            {"queued", s.queued},
-                            {"running", s.running},
-                            {"completed", s.completed},
-                            {"cancelled", s.cancelled},
-                            {"rejected", s.rejected},
-                            {"steps", s.steps}}) +
-                          "\n",
-                      "application/json");
+    routes();
+  }
+
+  void routes() {
+    using Req = const httplib::Request&;
+    using Res = httplib::Response&;
+    http.Get("/healthz", [this](Req, Res res) { health(res); });
+    http.Get("/readyz", [this](Req, Res res) { ready(res); });
+    http.Get("/v1/model", [this](Req, Res res) { model_info(res); });
+    http.Get("/",
+             [](Req, Res res) { res.set_content(playground_html(), "text/html; charset=utf-8"); });
+    http.Post("/v1/generate", [this](Req req, Res res) { generate(req, res); });
+    http.Post("/v1/completions", [this](Req req, Res res) { completions(req, res); });
+    http.Post("/v1/trace", [this](Req req, Res res) { trace(req, res); });
+    for (const PlayerAsset& a : player_assets())
+      http.Get("/player/" + std::string(a.name),
+               [&a](Req, Res res) { res.set_content(a.text, a.content_type); });
+    // player.html's built-in example trace stays in web/: the page is given a trace to load.
+    http.Get("/player/f15_trace.js", [](Req, Res res) {
+      res.set_content("window.SEQTAPE_EMBEDDED_TRACE = null;\n", "text/javascript");
     });
-    http.Get("/v1/model", [this](const httplib::Request&, httplib::Response& res) {
-      const Limits& l = opt.limits;
-      res.set_content(dump({{"model", opt.model_name},
-                            {"config", model.config().to_json()},
-                            {"vocab_size", model.vocab().size()},
-                            {"parameters", model.parameter_count()},
-                            {"compute_type", to_string(model.compute_type())},
-                            {"scheduler", scheduler->name()},
-                            {"queue", opt.queue},
-                            {"max_batch", opt.max_batch},
-                            {"fields", request_fields()},
-                            {"limits",
-                             {{"body_bytes", l.max_body_bytes},
-                              {"input_bytes", l.max_input_bytes},
-                              {"inputs", l.max_inputs},
-                              {"max_new", l.max_new},
-                              {"beam", l.max_beam}}}}) +
-                          "\n",
-                      "application/json");
+    http.Get("/v1/models", [this](Req, Res res) {
+      res.set_content(dump(models_json(served_name(), started_at)) + "\n", "application/json");
     });
-    http.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(playground_html(), "text/html; charset=utf-8");
+    // OpenAI's clients read errors in OpenAI's shape: on its endpoints every error (the
+    // handlers', httplib's, a refusal) is written so (send_error()).
+    http.set_pre_routing_handler([this](Req req, Res res) { return before_routing(req, res); });
+    http.Get("/metrics", [this](Req, Res res) {
+      res.set_content(metrics.text(scheduler->stats(), scheduler->name()), kMetricsContentType);
     });
-    http.Post("/v1/generate",
-              [this](const httplib::Request& req, httplib::Response& res) { generate(req, res); });
+    // httplib calls it once the answer is sent (a stream's last byte included).
+    http.set_logger([this](Req req, const httplib::Response& res) { answered(req, res); });
+  }
+
+  // Every request, before its handler: its id and record; CORS; the API key. Handled: answered
+  // here (a preflight, or a 401).
+  httplib::Server::HandlerResponse before_routing(const httplib::Request& req,
+                                                  httplib::Response& res) {
+    using R = httplib::Server::HandlerResponse;
+    tl_openai_errors = req.path == "/v1/completions" || req.path == "/v1/models";
+    tl_record = {std::chrono::steady_clock::now(), request_id(req), nullptr};
+    res.set_header("X-Request-Id", tl_record.id);
+    if (!opt.cors_origin.empty()) {
+      res.set_header("Access-Control-Allow-Origin", opt.cors_origin);
+      res.set_header("Vary", "Origin");
+      res.set_header("Access-Control-Expose-Headers", "X-Request-Id");
+      if (req.method == "OPTIONS") {  // a preflight: browsers send it without credentials
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id");
+        res.set_header("Access-Control-Max-Age", "600");
+        return R::Handled;
+      }
+    }
+    if (opt.api_keys.empty() || req.path == "/healthz") return R::Unhandled;
+    if (key_matches(opt.api_keys, bearer_token(req.get_header_value("Authorization"))))
+      return R::Unhandled;
+    send_error(res, 401, "",
+               req.has_header("Authorization")
+                   ? "the API key is not one of the server's (Authorization: Bearer <key>)"
+                   : "an API key is required: send Authorization: Bearer <key>");
+    res.set_header("WWW-Authenticate", "Bearer");
+    return R::Handled;
+  }
+
+  // A request is answered: its counts and times go to /metrics, its line to the access log.
+  void answered(const httplib::Request& req, const httplib::Response& res) {
+    const auto now = std::chrono::steady_clock::now();
+    metrics.request(allowed_methods(req.path) ? req.path : "other", res.status);
+    json line = {{"time", utc_now_iso8601()}, {"id", tl_record.id},   {"client", req.remote_addr},
+                 {"method", req.method},      {"endpoint", req.path}, {"status", res.status}};
+    const std::shared_ptr<Job> job = std::move(tl_record.job);
+    if (job && job->done() && job->started != std::chrono::steady_clock::time_point{}) {
+      const bool first = job->first_token != std::chrono::steady_clock::time_point{};
+      const double queue = seconds_between(job->submitted, job->started),
+                   first_token = first ? seconds_between(tl_record.start, job->first_token) : -1,
+                   total = seconds_between(tl_record.start, now);
+      const int64_t tokens = generated_tokens(*job);
+      metrics.job(queue, first_token, total, tokens);
+      int64_t input_tokens = 0;
+      for (const std::vector<int32_t>& in : job->inputs) input_tokens += int64_t(in.size());
+      line.update({{"input_tokens", input_tokens},
+                   {"output_tokens", tokens},
+                   {"queue_ms", queue * 1000},
+                   {"first_token_ms", first ? json(first_token * 1000) : json(nullptr)}});
+    }
+    line["total_ms"] = seconds_between(tl_record.start, now) * 1000;
+    access_log.write(line);
+  }
+
+  void health(httplib::Response& res) {
+    const SchedulerStats s = scheduler->stats();
+    res.set_content(dump({{"status", stopping ? "stopping" : "ok"},
+                          {"scheduler", scheduler->name()},
+                          {"queued", s.queued},
+                          {"running", s.running},
+                          {"completed", s.completed},
+                          {"cancelled", s.cancelled},
+                          {"rejected", s.rejected},
+                          {"steps", s.steps}}) +
+                        "\n",
+                    "application/json");
+  }
+
+  // Ready: the model is loaded (it is before the server exists), the server is not stopping and
+  // its queue has room; else 503 with Retry-After, so that a balancer sends the work elsewhere.
+  void ready(httplib::Response& res) {
+    const SchedulerStats s = scheduler->stats();
+    const bool full = size_t(s.queued + s.running) >= opt.queue;
+    json j = {{"status", stopping ? "stopping"
+                         : full   ? "full"
+                                  : "ready"},
+              {"queued", s.queued},
+              {"running", s.running},
+              {"queue", opt.queue}};
+    if (!stopping && !full) return res.set_content(dump(j) + "\n", "application/json");
+    send_unavailable(res, stopping
+                              ? "the server is shutting down"
+                              : "the queue is full (" + std::to_string(opt.queue) + " requests)");
+  }
+
+  void model_info(httplib::Response& res) {
+    const Limits& l = opt.limits;
+    res.set_content(dump({{"model", opt.model_name},
+                          {"config", model.config().to_json()},
+                          {"vocab_size", model.vocab().size()},
+                          {"parameters", model.parameter_count()},
+                          {"compute_type", to_string(model.compute_type())},
+                          {"scheduler", scheduler->name()},
+                          {"queue", opt.queue},
+                          {"max_batch", opt.max_batch},
+                          {"http_threads", opt.http_threads},
+                          {"fields", request_fields()},
+                          {"limits",
+                           {{"body_bytes", l.max_body_bytes},
+                            {"input_bytes", l.max_input_bytes},
+                            {"inputs", l.max_inputs},
+                            {"max_new", l.max_new},
+                            {"beam", l.max_beam}}}}) +
+                        "\n",
+                    "application/json");
   }
 
   // httplib's own errors (a handler's carry their body already), each with its cause.
@@ -307,7 +511,8 @@ struct Server::Impl {
       res.set_header("Allow", allowed_methods(req.path));
     } else if (res.status == 404) {
       send_error(res, 404, "",
-                 "no such endpoint (POST /v1/generate, GET /healthz, GET /v1/model, GET /)");
+                 "no such endpoint (POST /v1/generate, POST /v1/completions, GET /v1/models, "
+                 "GET /healthz, GET /readyz, GET /metrics, GET /v1/model, GET /)");
     } else if (res.status == 414) {
       send_error(res, 414, "",
                  "the request line is longer than " +
@@ -391,41 +596,155 @@ struct Server::Impl {
     } catch (const RequestError& e) {
       return send_error(res, 400, e.field, e.what());
     }
+    auto job = make_job(r);
+    answer_job(req, res, job, r, native_wording(job.get(), r.list), active_guard);
+  }
+
+  std::shared_ptr<Job> make_job(GenerateRequest& r) {
     auto job = std::make_shared<Job>();
     job->texts = r.texts;
     job->inputs = std::move(r.inputs);
     job->options = r.options;
+    return job;
+  }
+
+  // What /v1/generate answers: generate --json's objects; streamed, piece / done / end events.
+  std::shared_ptr<Wording> native_wording(const Job* job, bool list) {
+    auto w = std::make_shared<Wording>();
+    const Vocab& vocab = model.vocab();
+    const auto result = [job, &vocab](size_t b) {
+      return result_json(job->texts[b], unk_count(vocab, job->inputs[b]), job->results[b],
+                         job->options, job->seconds[b]);
+    };
+    w->whole = [job, list, result] {
+      json out = json::array();
+      for (size_t b = 0; b < job->results.size(); ++b) out.push_back(result(b));
+      return list ? out : out.at(0);
+    };
+    w->piece = [](const StreamEvent& e) {
+      return e.text.empty() ? std::string() : sse("piece", {{"index", e.input}, {"text", e.text}});
+    };
+    w->input_done = [result](size_t b) {
+      json done = result(b);
+      done["index"] = b;
+      return sse("done", done);
+    };
+    w->tail = [](const std::string& error) {
+      std::string tail;
+      if (!error.empty()) tail = sse("error", {{"error", error}});
+      return tail + sse("end", json::object());
+    };
+    return w;
+  }
+
+  void completions(const httplib::Request& req, httplib::Response& res) {
+    auto active_guard = std::make_shared<Active>(active);
+    if (stopping) return send_unavailable(res, "the server is shutting down");
+    auto r = std::make_shared<CompletionRequest>();
+    try {
+      *r = parse_completion_request(req.body, model, opt.limits, served_name());
+    } catch (const RequestError& e) {
+      return send_error(res, 400, e.field, e.what());
+    }
+    auto job = make_job(r->generate);
+    answer_job(req, res, job, r->generate, openai_wording(job.get(), r), active_guard);
+  }
+
+  // What /v1/completions answers: a completion object; streamed, data-only chunks and [DONE].
+  std::shared_ptr<Wording> openai_wording(const Job* job, std::shared_ptr<CompletionRequest> r) {
+    auto w = std::make_shared<Wording>();
+    const std::string id = "cmpl-" + tl_record.id, name = served_name();
+    const int64_t created = int64_t(std::time(nullptr));
+    const auto data = [](const json& j) { return "data: " + dump(j) + "\n\n"; };
+    w->whole = [=] { return completion_json(id, created, name, *r, job->results, job->inputs); };
+    w->piece = [=](const StreamEvent& e) {
+      if (e.text.empty()) return std::string();
+      const json choice = completion_choice(e.input, std::string(e.text), nullptr);
+      return data(completion_chunk(id, created, name, json::array({choice})));
+    };
+    w->input_done = [=](size_t b) {
+      const json choice =
+          completion_choice(int64_t(b), "", finish_reason(job->results[b].stop_reason));
+      return data(completion_chunk(id, created, name, json::array({choice})));
+    };
+    w->tail = [=](const std::string& error) {
+      if (!error.empty()) return data(openai_error(500, "", error));
+      std::string tail;
+      if (r->include_usage)
+        tail = data(completion_chunk(id, created, name, json::array(),
+                                     completion_usage(*r, job->results, job->inputs)));
+      return tail + "data: [DONE]\n\n";
+    };
+    return w;
+  }
+
+  // POST /v1/trace: one input of a /v1/generate body decoded and recorded as a seqtape-trace
+  // (web/TRACE_FORMAT.md) for the player at /player/player.html. Traces are debugging aids that
+  // record every call's logits and attention: they run one at a time, on the connection's
+  // thread beside the scheduler, within the same limits as any request.
+  void trace(const httplib::Request& req, httplib::Response& res) {
+    GenerateRequest r;
+    try {
+      r = parse_generate_request(req.body, model, opt.limits);
+      if (r.list || r.stream)
+        throw RequestError(r.list ? "inputs" : "stream",
+                           "a trace records one input, not streamed: give \"input\" alone");
+      if (r.options.num_samples > 1)
+        throw RequestError("num_samples", "a trace records one draw: num_samples must be 1");
+    } catch (const RequestError& e) {
+      return send_error(res, 400, e.field, e.what());
+    }
+    TraceOptions topt;
+    topt.input_text = r.texts[0];
+    topt.source = "seqtape serve";
+    topt.verify_cache = r.options.verify_cache;
+    std::lock_guard<std::mutex> one_at_a_time(trace_m);
+    TracedRun run = generate_traced(model, r.inputs[0], r.options, *make_strategy(r.options), topt);
+    res.set_content(dump(run.trace) + "\n", "application/json");
+  }
+
+  // The name /v1/models lists and a completion request must give.
+  std::string served_name() const { return opt.model_name.empty() ? "seqtape" : opt.model_name; }
+
+  // Submits the job and answers it: once done, `w->whole()` as JSON; streamed, `w`'s events
+  // as they come. A client that goes away, or the request's deadline, cancels the job (504, or
+  // an error event when streamed).
+  void answer_job(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
+                  const GenerateRequest& r, std::shared_ptr<Wording> w,
+                  std::shared_ptr<Active> active_guard) {
     const int fd = tl_client_fd;
+    tl_record.job = job;
+    Job* raw = job.get();  // the hooks live in the job: no cycle through a shared_ptr
+    const auto first_token = [raw](const StreamEvent& e) {
+      if (e.token >= 0 && raw->first_token == std::chrono::steady_clock::time_point{})
+        raw->first_token = std::chrono::steady_clock::now();
+    };
+    auto deadline = std::make_shared<Deadline>(r.timeout_ms > 0 ? r.timeout_ms : opt.timeout_ms);
     if (!r.stream) {
+      // Draws cannot be streamed: their first token goes unmeasured.
+      if (job->options.num_samples == 1) job->on_stream = first_token;
       if (!scheduler->submit(job)) return refuse(res);
       PeerWatch peer(fd, req.version == "HTTP/1.1");
       while (!job->wait_done(20ms))
-        if (peer.gone()) job->cancel = true;
+        if (peer.gone() || deadline->passed()) job->cancel = true;
+      if (deadline->expired) return send_error(res, 504, "timeout_ms", deadline->message());
       if (!job->error.empty()) return send_error(res, 500, "", "decoding failed: " + job->error);
-      json out = json::array();
-      for (size_t b = 0; b < job->results.size(); ++b)
-        out.push_back(result_json(job->texts[b], unk_count(model.vocab(), job->inputs[b]),
-                                  job->results[b], job->options, job->seconds[b]));
-      res.set_content(dump(r.list ? out : out.at(0)) + "\n", "application/json");
+      res.set_content(dump(w->whole()) + "\n", "application/json");
       return;
     }
     auto events = std::make_shared<EventQueue>();
-    job->on_stream = [events](const StreamEvent& e) {
-      if (!e.text.empty()) events->push("piece", {{"index", e.input}, {"text", e.text}});
+    // `w` holds the job only by a raw pointer too.
+    job->on_stream = [events, w, first_token](const StreamEvent& e) {
+      first_token(e);
+      events->push(w->piece(e));
     };
-    Job* raw = job.get();  // the hooks live in the job: no cycle through a shared_ptr
-    const Vocab& vocab = model.vocab();
-    job->on_input_done = [events, raw, &vocab](size_t b) {
-      json done = result_json(raw->texts[b], unk_count(vocab, raw->inputs[b]), raw->results[b],
-                              raw->options, raw->seconds[b]);
-      done["index"] = b;
-      events->push("done", done);
-    };
+    job->on_input_done = [events, w](size_t b) { events->push(w->input_done(b)); };
     if (!scheduler->submit(job)) return refuse(res);
     res.set_header("Cache-Control", "no-cache");
     auto peer = std::make_shared<PeerWatch>(fd, false);
     res.set_chunked_content_provider(
-        "text/event-stream", [job, events, peer, active_guard](size_t, httplib::DataSink& sink) {
+        "text/event-stream",
+        [job, events, peer, w, deadline, active_guard](size_t, httplib::DataSink& sink) {
           const bool finished = job->done();
           std::deque<std::string> out;
           {
@@ -442,12 +761,12 @@ struct Server::Impl {
             job->cancel = true;
             return false;
           }
+          if (deadline->passed()) job->cancel = true;
           if (finished) {
-            std::string tail;
-            if (!job->error.empty())
-              tail = "event: error\ndata: " + dump({{"error", "decoding failed: " + job->error}}) +
-                     "\n\n";
-            tail += "event: end\ndata: {}\n\n";
+            const std::string tail =
+                w->tail(deadline->expired    ? deadline->message()
+                        : job->error.empty() ? ""
+                                             : "decoding failed: " + job->error);
             if (!sink.write(tail.data(), tail.size())) return false;
             sink.done();
           }

@@ -10,7 +10,7 @@
 // Exit codes: 0 pass, 1 fail, 77 skip (no /usr/bin/chromium on this machine).
 
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -95,6 +95,11 @@ async function main() {
   session = s.sessionId;
   await wd("POST", `/session/${session}/url`, { url });
 
+  // Console errors and uncaught exceptions from here on, kept in the page.
+  await js(`window.pageErrors = [];
+    window.addEventListener("error", (e) => window.pageErrors.push(String(e.message)));
+    window.addEventListener("unhandledrejection", (e) => window.pageErrors.push(String(e.reason)));
+    const ce = console.error; console.error = (...a) => { window.pageErrors.push(a.join(" ")); ce(...a); };`);
   let v = await shown();
   for (let i = 0; i < 50 && /loading/.test(v.model); i++) { await sleep(100); v = await shown(); }
   check(/219 parameters/.test(v.model) && /vocabulary 7/.test(v.model), `model line: "${v.model}"`);
@@ -116,7 +121,72 @@ async function main() {
   const seen = await js(`return window.seen;`);
   check(seen.includes("学习|"), `the output streams in: 学习 shown before the answer is done (${seen.join(" → ")})`);
   check(v.out === "学习！" && v.done === "1", `final output 学习！ (got "${v.out}")`);
-  check(/stop: eos/.test(v.status) && /cache lengths 2, 3, 4/.test(v.status), `status: "${v.status}"`);
+  check(/stop: eos/.test(v.status) && /cache lengths 2…4 \(3 steps\)/.test(v.status),
+    `status, with compact cache lengths: "${v.status}"`);
+
+  // The sampling fields are editable only when sampling.
+  const disabled = () => js(`return ["temperature", "top_k", "top_p", "seed"].map((f) => document.getElementById(f).disabled);`);
+  check((await disabled()).every((d) => d), "sampling fields disabled while sample is off");
+  await js(`document.getElementById("sample").click();`);
+  check((await disabled()).every((d) => !d), "sampling fields enabled once sample is ticked");
+  await js(`document.getElementById("sample").click();`);
+
+  // One input per line, each with its output; a beam's n-best with scores.
+  const finish = async () => {
+    for (let i = 0; i < 400; i++) {
+      v = await shown();
+      if (v.done) return;
+      await sleep(50);
+    }
+  };
+  await js(`document.getElementById("source").value = "我爱\\n\\n爱我";
+    document.getElementById("beam").value = "3"; document.getElementById("n_best").value = "3";
+    document.getElementById("max_new").value = "4"; document.getElementById("go").click();`);
+  await finish();
+  const multi = await js(`return {
+    outs: [...document.querySelectorAll("#output .out")].map((d) => d.textContent),
+    nbest: [...document.querySelectorAll("#results ol.nbest")].map((o) => [...o.querySelectorAll("li")].map((li) => li.textContent)) };`);
+  check(multi.outs.length === 2 && multi.outs[0] === "学习！", `two inputs, two outputs: ${JSON.stringify(multi.outs)} (${v.status})`);
+  check(multi.nbest.length === 2 && multi.nbest.every((l) => l.length === 3 && l.every((t) => /score -?\d/.test(t))),
+    `n-best of 3 with scores per input: ${JSON.stringify(multi.nbest)}`);
+  // f15 has no <unk> (an unknown character is a 400), so the warning is shown from a done event
+  // as a model with <unk> answers it: 3 of the 4 characters of "xyz我" unknown.
+  const warned = await js(`showDone({ index: 1, input: "xyz我", unk: 3, stop_reason: "eos", tokens: [3],
+      cache_lengths: [5], score: -1 }, 2, 1, []);
+    return { text: document.getElementById("warning").textContent,
+      shown: document.getElementById("warning").offsetHeight > 0 };`);
+  check(warned.shown && /input 2: 3 of 4 characters are unknown/.test(warned.text),
+    `visible warning with the count of unknown characters: "${warned.text}"`);
+  await js(`document.getElementById("source").value = "我爱"; document.getElementById("beam").value = "1";
+    document.getElementById("n_best").value = "1"; document.getElementById("max_new").value = "64";`);
+
+  // The trace toggle: the request's trace, recorded by the server, opens in the step-through
+  // player (served by the server) with its layer/head picker.
+  await js(`document.getElementById("trace").checked = true; document.getElementById("go").click();`);
+  let player = null;
+  for (let i = 0; i < 200; i++) {
+    player = await js(`const f = document.getElementById("trace_view");
+      const w = f.hidden ? null : f.contentWindow;
+      const p = w && w.seqtapePlayer;
+      if (!p || !p.state.trace) return null;
+      p.go(1);  // the first call: the one with attention maps (step 0 is the input)
+      const d = w.document;
+      return { input: p.state.trace.input.text, source: p.state.trace.source, frames: p.state.frames.length,
+        layers: d.getElementById("attn-layer").options.length, heads: d.getElementById("attn-head").options.length,
+        visible: f.offsetHeight > 0 };`);
+    if (player) break;
+    await sleep(50);
+  }
+  check(player && player.input === "我爱" && player.frames > 0 && player.layers >= 1 && player.heads >= 1 && player.visible,
+    `the trace opens in the player with its layer/head picker: ${JSON.stringify(player)}`);
+  await js(`document.getElementById("trace").checked = false;`);
+
+  // What the page looks like now, as a PNG of the window.
+  const png = Buffer.from(await wd("GET", `/session/${session}/screenshot`), "base64");
+  const shot = join(profile, "playground.png");
+  writeFileSync(shot, png);
+  check(png.subarray(1, 4).toString() === "PNG" && png.readUInt32BE(16) >= 800 && png.length > 10000,
+    `screenshot ${shot}: ${png.length} bytes, ${png.readUInt32BE(16)}x${png.readUInt32BE(20)}`);
 
   await js(`document.getElementById("output").dataset.done = "";
     document.getElementById("max_new").value = "100000"; document.getElementById("go").click();`);
@@ -126,6 +196,8 @@ async function main() {
     await sleep(50);
   }
   check(/max_new/.test(v.status) && /limit/.test(v.status), `over the limit: the error names max_new ("${v.status}")`);
+  const errors = await js(`return window.pageErrors;`);
+  check(Array.isArray(errors) && errors.length === 0, `no console errors: ${JSON.stringify(errors)}`);
 }
 
 let code = 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -150,6 +151,19 @@ inline nlohmann::json timeless(nlohmann::json j) {
   j.erase("seconds");
   j.erase("tokens_per_second");
   return j;
+}
+
+// Runs a shell command; its stdout, and fails the test unless it exits 0.
+inline std::string command_output(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  EXPECT_NE(p, nullptr) << cmd;
+  if (!p) return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << cmd;
+  return out;
 }
 
 }  // namespace seqtape::serve_test

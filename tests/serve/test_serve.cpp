@@ -25,6 +25,7 @@ namespace seqtape {
 namespace {
 
 using nlohmann::json;
+using serve_test::command_output;
 using serve_test::RawSocket;
 using serve_test::RunningServer;
 using namespace std::chrono_literals;
@@ -154,6 +155,7 @@ std::string check_answer(const Spec& s, int status, const std::string& body) {
 
 serve::ServerOptions test_options() {
   serve::ServerOptions o;
+  o.access_log = "";  // tests/serve/test_serve_ops.cpp reads it
   o.queue = 64;
   o.http_threads = 72;
   o.max_client_connections = 72;  // the load test's 64 clients all come from 127.0.0.1
@@ -863,19 +865,6 @@ void expect_drains_then_cancels(serve::Scheduler& sched, const std::atomic<int>&
   EXPECT_EQ(st.running, 0);
 }
 
-// Runs a shell command; its stdout, and fails the test unless it exits 0.
-std::string command_output(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  if (!p) return "";
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(p), 0) << cmd;
-  return out;
-}
-
 // A model whose text goes through SentencePiece (a few steps of `seqtape train --vocab`, served
 // from its run directory) reads each request with its own SentencePiece model, as generate
 // does: spaces are pieces' "▁", not unknown characters.
@@ -985,6 +974,36 @@ TEST(Serve, ContinuousSchedulerJoinsMidFlightAndCancelsOneRowAlone) {
   EXPECT_LT(st.steps, alone_steps / 2) << "the jobs should have shared most steps";
 }
 
+// A long request of many beam inputs cannot starve a short greedy one that arrives after it:
+// the greedy job joins while the beam job still has most of its inputs to admit (they used to
+// be admitted first, all of them), and both answers stay exactly the offline ones.
+TEST(Serve, ContinuousSchedulerLetsAShortJobPastALongBeamJob) {
+  GenerateOptions beam = beam_options(8);
+  beam.min_new = 8;  // every beam input takes 8 steps
+  std::vector<std::string> texts;
+  for (int i = 0; i < 12; ++i) texts.push_back(i % 2 ? "我爱" : "学习");
+  auto big = make_job(texts, beam);  // 12 inputs x 3 rows: 4 waves of 2 inputs in 6 rows
+  std::atomic<size_t> big_done{0};
+  big->on_input_done = [&](size_t) { ++big_done; };
+  auto small = make_job({"我"}, greedy_options(3));
+  // Read on the decoding thread as the greedy job ends (the test's thread may wake later).
+  std::atomic<size_t> big_done_then{99};
+  small->on_input_done = [&](size_t) { big_done_then = big_done.load(); };
+  std::atomic<serve::Scheduler*> sched_ptr{nullptr};
+  std::atomic<int> step{0};
+  serve::ContinuousScheduler sched(f15(), 4, /*max_batch=*/6, [&] {
+    if (++step == 2) sched_ptr.load()->submit(small);
+  });
+  sched_ptr = &sched;
+  ASSERT_TRUE(sched.submit(big));
+  ASSERT_TRUE(small->wait_done(20s));
+  ASSERT_TRUE(big->wait_done(20s));
+  ASSERT_TRUE(small->error.empty() && big->error.empty());
+  EXPECT_EQ(differs_from_offline(*small, 0), "");
+  for (size_t b = 0; b < texts.size(); ++b) EXPECT_EQ(differs_from_offline(*big, b), "") << b;
+  EXPECT_LE(big_done_then.load(), 4u) << "the greedy job waited for most of the beam job";
+}
+
 // The server with either scheduler (and the default, continuous) reports which one runs.
 TEST(Serve, SchedulerIsChosenByTheOptions) {
   for (const std::string kind : {"continuous", "serial"}) {
@@ -1022,10 +1041,11 @@ TEST(Serve, CommandChecksSchedulerMaxBatchAndLimits) {
       {"--max-batch -3", "--max-batch must be in [1, 4096], got -3"},
       {"--max-batch many", "--max-batch"},
       {"--scheduler serial --max-batch 4", "--max-batch applies to --scheduler continuous only"},
-      // the unsigned limits took -1 as 2^64 - 1: --threads -1 started threads until none were
-      // left
-      {"--threads -1", "--threads: must be an integer in [2, 1024], got -1"},
-      {"--threads 5000", "--threads: must be an integer in [2, 1024], got 5000"},
+      // the unsigned limits took -1 as 2^64 - 1: --http-threads -1 (then --threads) started
+      // threads until none were left
+      {"--http-threads -1", "--http-threads: must be an integer in [2, 4096], got -1"},
+      {"--http-threads 5000", "--http-threads: must be an integer in [2, 4096], got 5000"},
+      {"--threads 8", "serve has no --threads: connections served at once is --http-threads"},
       {"--queue -1", "--queue: must be an integer in [1, 1048576], got -1"},
       {"--max-body 0", "--max-body: must be an integer in [1, 1073741824], got 0"},
       {"--max-input -5", "--max-input: must be an integer in [1, 1073741824], got -5"},
@@ -1125,6 +1145,18 @@ TEST(Serve, CommandPrintsItsPortAndStopsOnSigterm) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(answer.value("text", ""), "学习！");
+}
+
+// --http-threads defaults to 128, or to --max-batch when that is larger: every row of a full
+// batch can have its client connected.
+TEST(Serve, HttpThreadsDefaultIsAtLeastMaxBatch) {
+  for (const auto& [flags, threads] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{}, 128}, {{"--max-batch", "300"}, 300}, {{"--http-threads", "40"}, 40}}) {
+    SpawnedServe child(flags);
+    ASSERT_GT(child.port, 0) << child.printed;
+    EXPECT_EQ(get_json(child.port, "/v1/model")["http_threads"], threads)
+        << testing::PrintToString(flags);
+  }
 }
 
 // An IPv6 host is printed in brackets, as a URL needs it.
