@@ -18,5 +18,5 @@ echo "== Release build and the test suite =="
 ./scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc 2>/dev/null || echo 2)"
 # The Python module's pytest suite ran as the ctest entry Python.pytest; its summary line:
-grep -E '^=+ .*(passed|failed|error).* in [0-9.]+s' build/Testing/Temporary/LastTest.log |
+grep -E '^(=+ )?[0-9]+ (passed|failed|error).* in [0-9.]+s' build/Testing/Temporary/LastTest.log |
   sed 's/^/pytest (Python.pytest): /' || echo "pytest: not run (the Python module is off: see cmake's 'Python module:' line)"
