@@ -111,3 +111,11 @@ def test_bad_inputs_raise_the_right_exceptions(model, tmp_path):
     with pytest.raises(ValueError, match="batch_size"):
         model.generate(["你好"], batch_size=0)
     assert model.generate([]) == []
+
+
+def test_a_checkpoint_file_and_an_export_directory_load_too(trained, model, tmp_path):
+    exported = tmp_path / "exported"
+    assert seqtape.command("export", "--model", trained["run"], "--out", exported) == 0
+    want = without_clock(model.generate(INPUTS, beam=2))
+    for path in (f"{trained['run']}/checkpoint.bin", exported):
+        assert without_clock(seqtape.Model.load(path).generate(INPUTS, beam=2)) == want
