@@ -373,9 +373,10 @@ int train_and_report(const TrainArgs& a, const TrainOptions& o) {
 
 }  // namespace
 
-void register_train(CLI::App& app, Runner& run) {
+void register_train(CLI::App& app, Runner& run, TrainStepHook on_step) {
   auto a = std::make_shared<TrainArgs>();
   TrainOptions& o = a->o;
+  o.on_step = std::move(on_step);
   o.schedule.lr = 1e-3;
   CLI::App* sub = app.add_subcommand(
       "train",

@@ -9,6 +9,8 @@
 #include <functional>
 #include <string>
 
+#include "train/training_log.h"
+
 namespace seqtape::cli {
 
 enum Exit { kOk = 0, kCheckFailed = 1, kUsage = 2, kDataError = 3, kInternal = 4 };
@@ -21,7 +23,9 @@ struct UsageError : std::runtime_error {
 // Each register_* adds a subcommand and stores the function that runs it in `run`.
 using Runner = std::function<int()>;
 void register_gradcheck(CLI::App& app, Runner& run);
-void register_train(CLI::App& app, Runner& run);
+// on_step: TrainOptions::on_step of the run (may be empty).
+using TrainStepHook = std::function<bool(const StepStats&, double tokens_per_second)>;
+void register_train(CLI::App& app, Runner& run, TrainStepHook on_step = {});
 void register_gen_copy(CLI::App& app, Runner& run);
 void register_export(CLI::App& app, Runner& run);
 void register_generate(CLI::App& app, Runner& run);
@@ -38,6 +42,16 @@ CLI::Validator at_least(int64_t min);
 // before it is converted, so a negative number never becomes a huge unsigned one, and a number
 // past int64 (which CLI11 saturates to its largest value) is out of range.
 CLI::Validator in_range(int64_t min, int64_t max);
+
+// What a caller inside the process adds to the commands (the Python module's step callback).
+struct Hooks {
+  TrainStepHook on_train_step;
+};
+// The app with every subcommand; parsing it stores the chosen one's runner in `run`.
+void add_commands(CLI::App& app, Runner& run, const Hooks& hooks = {});
+// A usage problem of argv that CLI11 would name badly or never finish parsing (an unknown
+// subcommand; an empty argument that is no option's value), as its message, or "".
+std::string argv_problem(const CLI::App& app, int argc, char** argv);
 
 // `seqtape argv[1..]`: parses, runs the subcommand and returns its exit code; never calls
 // exit(). Callable in-process (the CLI fuzz target does).

@@ -64,14 +64,11 @@ CLI::Validator in_range(int64_t min, int64_t max) {
   return integer_within(min, max, "in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
 }
 
-int run_cli(int argc, char** argv) {
-  CLI::App app{
-      "seqtape — a from-scratch autograd and Transformer toolkit you can check step by step"};
+void add_commands(CLI::App& app, Runner& run, const Hooks& hooks) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "seqtape 0.1");
-  Runner run;
   register_gradcheck(app, run);
-  register_train(app, run);
+  register_train(app, run, hooks.on_train_step);
   register_gen_copy(app, run);
   register_export(app, run);
   register_generate(app, run);
@@ -80,24 +77,25 @@ int run_cli(int argc, char** argv) {
   register_serve(app, run);
   register_eval(app, run);
   register_average(app, run);
+}
+
+std::string argv_problem(const CLI::App& app, int argc, char** argv) {
   // A first word that is no subcommand: name it (CLI11 would only say one is required).
   if (argc > 1 && argv[1][0] != '-') {
     std::string names;
     bool known = false;
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
       known = known || sub->get_name() == argv[1];
       names += (names.empty() ? "" : ", ") + sub->get_name();
     }
-    if (!known) {
-      std::cerr << "seqtape: usage error: unknown subcommand '" << argv[1] << "' (one of: " << names
-                << "; see seqtape --help)\n";
-      return kUsage;
-    }
+    if (!known)
+      return "unknown subcommand '" + std::string(argv[1]) + "' (one of: " + names +
+             "; see seqtape --help)";
   }
   // An empty word that is no option's value: CLI11 2.3 loops forever on one followed by an
   // unknown flag in `train` (found by fuzz_cli), and it never means anything here.
   const CLI::App* chosen = nullptr;
-  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
     if (argc > 1 && sub->get_name() == argv[1]) chosen = sub;
   auto takes_value = [&](const std::string& word) {
     const CLI::Option* o = chosen && word.starts_with("-") && word.find('=') == std::string::npos
@@ -106,11 +104,21 @@ int run_cli(int argc, char** argv) {
     return o != nullptr && o->get_expected_min() > 0;  // flags take none
   };
   for (int i = 2; i < argc; ++i)
-    if (argv[i][0] == '\0' && !takes_value(argv[i - 1])) {
-      std::cerr << "seqtape: usage error: argument " << i << " is empty (after '" << argv[i - 1]
-                << "', which takes no value)\n";
-      return kUsage;
-    }
+    if (argv[i][0] == '\0' && !takes_value(argv[i - 1]))
+      return "argument " + std::to_string(i) + " is empty (after '" + argv[i - 1] +
+             "', which takes no value)";
+  return {};
+}
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{
+      "seqtape — a from-scratch autograd and Transformer toolkit you can check step by step"};
+  Runner run;
+  add_commands(app, run);
+  if (const std::string problem = argv_problem(app, argc, argv); !problem.empty()) {
+    std::cerr << "seqtape: usage error: " << problem << "\n";
+    return kUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -4,7 +4,7 @@
 # include from no other source folder than their own and the MAY_INCLUDE ones: a wrong
 # `#include "train/..."` in infer/ fails the build with the file and the include named, before
 # anything compiles, rather than linking by luck through the shared include root.
-set(SEQTAPE_LAYERS tensor autograd model io text eval nn train infer serve reference cli
+set(SEQTAPE_LAYERS tensor autograd model io text eval nn train infer serve reference cli python
     CACHE INTERNAL "the source folders whose includes seqtape_library checks")
 
 function(seqtape_library target)

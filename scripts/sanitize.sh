@@ -6,7 +6,9 @@
 # the 1,505 s of -O2 -g (RelWithDebInfo's default), and the suite ran 176 s instead of 127 s.
 # Zero reports allowed: UBSan and ASan stop the process at the first report, leaks are checked
 # at exit, and every report (also from `seqtape` processes that tests spawn) is written to
-# build-asan/sanitizer-reports/, which must stay empty.
+# build-asan/sanitizer-reports/, which must stay empty. The Python module's pytest suite runs there
+# too (ctest's Python.pytest), with the sanitizer runtimes in LD_PRELOAD and leak checking off for
+# the python process (tests/python/CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh

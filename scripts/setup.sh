@@ -22,7 +22,7 @@ packages=(
   nodejs            # drives the browser test (web/test/player_test.mjs; built-in fetch, no npm)
   fonts-wqy-microhei # CJK glyphs in the page's screenshots
   pybind11-dev python3-dev python3-numpy # the Python module (import seqtape)
-  python3-pytest python3-setuptools python3-wheel python3-venv # its tests and the offline wheel
+  python3-pytest python3-setuptools python3-wheel python3-venv python3-pip # its tests and the offline wheel
   python3-prometheus-client # parses serve's /metrics in the server's tests
   npm               # installs the pinned official `openai` client for the server's test
   python3-torch     # the PyTorch reference trainer in bench/ and the formula tests against it

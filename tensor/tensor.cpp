@@ -99,6 +99,9 @@ struct Buffer {
   void* ptr = nullptr;
   int bucket = 0;
   std::atomic<int64_t> refs{1};
+  // Memory the pool does not own (Tensor::adopt): given back to its owner, never cached.
+  void (*release_external)(void* owner) = nullptr;
+  void* owner = nullptr;
 };
 
 namespace {
@@ -163,6 +166,11 @@ void BufferRef::retain(Buffer* b) noexcept {
 // that fails, the buffer is freed.
 void BufferRef::release(Buffer* b) noexcept {
   if (b->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (b->release_external) {
+    b->release_external(b->owner);
+    delete b;
+    return;
+  }
   Pool& p = pool();
   const size_t sz = size_t{1} << b->bucket;
   {
@@ -206,6 +214,28 @@ Tensor Tensor::empty(Shape shape, DType dtype) {
   t.dtype_ = dtype;
   t.buf_ = BufferRef(acquire_buffer(std::max<size_t>(1, t.nbytes())));
   t.ptr_ = t.buf_->ptr;
+  return t;
+}
+
+Tensor Tensor::adopt(void* data, Shape shape, DType dtype, void (*release)(void* owner),
+                     void* owner) {
+  if (!release) fail("Tensor::adopt", "needs the function that gives the memory back");
+  Buffer* b = nullptr;
+  Tensor t;
+  try {
+    t.numel_ = shape_numel(shape);
+    b = new Buffer;
+  } catch (...) {
+    release(owner);  // the caller handed the memory over: it must not leak on a refusal
+    throw;
+  }
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  b->ptr = data;
+  b->release_external = release;
+  b->owner = owner;
+  t.buf_ = BufferRef(b);
+  t.ptr_ = data;
   return t;
 }
 

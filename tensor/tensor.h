@@ -186,6 +186,11 @@ class Tensor {
   static Tensor full(Shape shape, double value, DType dtype);
   static Tensor from(const std::vector<float>& v, Shape shape);
   static Tensor from(const std::vector<double>& v, Shape shape);
+  // A tensor over memory the caller owns (a NumPy array's, for the Python module): no copy, no
+  // pool. `release(owner)` runs when the last tensor using it goes, from whichever thread that
+  // is. The memory must stay valid and hold numel(shape) elements of dtype until then.
+  static Tensor adopt(void* data, Shape shape, DType dtype, void (*release)(void* owner),
+                      void* owner);
   static Tensor zeros_like(const Tensor& t) { return Tensor(t.shape(), t.dtype()); }
   static Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
 

@@ -857,6 +857,19 @@ std::string best_metric_problem(const TrainOptions& opt) {
   return "";
 }
 
+namespace {
+// opt.on_step's answer after step s: true (logged) ends the run.
+bool callback_stops(const TrainOptions& opt, const StepStats& s, TrainingLog& tlog,
+                    std::ostream& out) {
+  if (!opt.on_step) return false;
+  const double secs = tlog.seconds();
+  if (!opt.on_step(s, secs > 0 ? static_cast<double>(tlog.tokens()) / secs : 0.0)) return false;
+  tlog.break_line();
+  out << "stopped by the step callback after step " << s.step << "\n";
+  return true;
+}
+}  // namespace
+
 TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (opt.out_dir.empty()) fail("train", "no output directory (--out)");
   if (opt.batch < 1) fail("train", "batch size must be >= 1");
@@ -924,6 +937,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
       time_up = v[1] > 0;
     }
     if (rep.stop_signal != 0 || rep.early_stopped) break;
+    if (lead && callback_stops(opt, s, tlog, out)) break;
     if (time_up) {
       tlog.break_line();
       out << "time limit of " << opt.time_limit << " s reached at step " << run.step << "\n";

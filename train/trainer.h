@@ -25,6 +25,7 @@
 #include "train/evaluate.h"
 #include "train/grad_reducer.h"
 #include "train/optim.h"
+#include "train/training_log.h"
 
 namespace seqtape {
 
@@ -93,6 +94,10 @@ struct TrainOptions {
   bool anomaly = false;  // name the first op whose result went non-finite
   // Test hook: called after each step's loss is known, before backward (may poison data).
   std::function<void(int64_t step, TransformerModel&)> before_backward;
+  // Called on rank 0 after every step with its statistics and the label tokens per second so
+  // far (the Python module's callback). Returning true ends the run after this step as a time
+  // limit does: saved and evaluated.
+  std::function<bool(const StepStats&, double tokens_per_second)> on_step;
 
   // Data-parallel training (train/dist.h): the ranks of this run; null or one rank: this
   // process alone, exactly as without MPI. Every rank loads the same data and draws the same
