@@ -108,7 +108,7 @@ Setup make_setup(const Cfg& c, double dropout = 0.0) {
   s.model = make_model(m);
   s.params = s.model->named_parameters();
   s.flat = std::make_unique<FlatParams>(s.params);
-  s.opt = std::make_unique<Optimizer>(s.params, OptimizerConfig{});
+  s.opt = make_optimizer(s.params, OptimizerConfig{});
   Rng r(7);
   Batch& b = s.batch;
   b.B = c.B;

@@ -146,9 +146,9 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_option("--min-lr", a.o.schedule.min_lr,
                  "wsd, cosine, linear: the rate at the end of the budget, in [0, --lr]")
       ->capture_default_str();
-  sub.add_option("--optimizer", a.optimizer, "sgd | momentum | adam | adamw")
-      ->capture_default_str();
-  sub.add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay");
+  sub.add_option("--optimizer", a.optimizer, optimizer_names(" | "))->capture_default_str();
+  sub.add_option("--weight-decay", a.weight_decay,
+                 "weight decay: decoupled in adamw and lion, an L2 term in the others");
   sub.add_option("--clip", a.o.clip, "max global gradient norm (0: off)")->capture_default_str();
   sub.add_option("--label-smoothing", a.o.label_smoothing, "cross-entropy label smoothing")
       ->capture_default_str();
@@ -266,7 +266,7 @@ int run_train(TrainArgs& a) {
   o.model = build_config(a);
   o.model_vocab_size_given = a.o.model_vocab_size_given;
   try {
-    o.optim.kind = parse_optimizer(a.optimizer);
+    o.optim.kind = find_optimizer(a.optimizer).name;
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

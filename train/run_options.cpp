@@ -46,7 +46,7 @@ const std::vector<TrainOption> kTrainOptions = {
    [](const RunFacts& f) -> json { return f.opt.accum; }},
   // What a step does with the gradient.
   {"--optimizer", "optimizer.kind", kKept, kAgree,
-   [](const RunFacts& f) -> json { return optimizer_name(f.opt.optim.kind); }},
+   [](const RunFacts& f) -> json { return f.opt.optim.kind; }},
   {"--lr", "optimizer.lr", kKept, kAgree,
    [](const RunFacts& f) -> json { return f.opt.schedule.lr; }},
   {"--warmup", "optimizer.warmup", kKept, kAgree,

@@ -290,8 +290,8 @@ void make_model_and_optimizer(const TrainOptions& opt, Run& run) {
   run.params = run.model->named_parameters();
   run.flat = std::make_unique<FlatParams>(run.params);
   run.ocfg = opt.optim;
-  if (run.resuming) run.ocfg.kind = parse_optimizer(run.resumed.optimizer_name);
-  run.optimizer = std::make_unique<Optimizer>(run.params, run.ocfg);
+  if (run.resuming) run.ocfg.kind = find_optimizer(run.resumed.optimizer_name).name;
+  run.optimizer = make_optimizer(run.params, run.ocfg);
   run.rng = Rng(opt.seed ^ 0x5eedull);
 }
 
@@ -449,8 +449,11 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
   choose_vocab_and_config(opt, pairs, run);
   record_run(opt, pairs, run);
   split_data(opt, std::move(pairs), run);
-  check_memory_budget(
-      training_memory(run.cfg, opt.batch, longest_example(run.split.train, run.cfg)), "train");
+  const OptimizerKind& kind =
+      find_optimizer(run.resuming ? run.resumed.optimizer_name : opt.optim.kind);
+  check_memory_budget(training_memory(run.cfg, opt.batch, longest_example(run.split.train, run.cfg),
+                                      kind.state_tensors * dtype_size(opt.dtype), kind.state_noun),
+                      "train");
   make_loader(opt, run);
   make_model_and_optimizer(opt, run);
   if (run.resuming) resume(run, log);
@@ -510,7 +513,7 @@ void log_summary(const TrainOptions& opt, const Run& run, std::ostream& log) {
       << (opt.batch_tokens > 0 ? "about " + std::to_string(opt.batch_tokens) + " tokens"
                                : "batch " + std::to_string(opt.batch))
       << (opt.accum > 1 ? " x " + std::to_string(opt.accum) + " accumulated" : "") << ", optimizer "
-      << optimizer_name(run.ocfg.kind) << ", lr " << opt.schedule.lr
+      << run.ocfg.kind << ", lr " << opt.schedule.lr
       << (run.resuming ? ", resumed at step " + std::to_string(run.step) : "") << "\n";
   if (run.comm->size() > 1)
     log << "data-parallel: " << run.comm->size() << " ranks (" << run.comm->describe()
@@ -546,7 +549,7 @@ Checkpoint checkpoint_of(const Run& run) {
   c.config_json = run.cfg.to_json().dump();
   c.vocab = run.vocab.tokens();
   c.params = named_tensors(*run.model);
-  c.optimizer_name = optimizer_name(run.ocfg.kind);
+  c.optimizer_name = run.ocfg.kind;
   c.optimizer_state = run.optimizer->state();
   c.step = run.step;
   c.rng_state = run.rng.state();
