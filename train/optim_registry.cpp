@@ -8,6 +8,7 @@ std::unique_ptr<Optimizer> make_sgd(NamedParams params, const OptimizerConfig& c
 std::unique_ptr<Optimizer> make_momentum(NamedParams params, const OptimizerConfig& cfg);
 std::unique_ptr<Optimizer> make_adam(NamedParams params, const OptimizerConfig& cfg);
 std::unique_ptr<Optimizer> make_adamw(NamedParams params, const OptimizerConfig& cfg);
+std::unique_ptr<Optimizer> make_lion(NamedParams params, const OptimizerConfig& cfg);
 
 const std::vector<OptimizerKind>& optimizer_kinds() {
   static const std::vector<OptimizerKind> kinds = {
@@ -15,6 +16,8 @@ const std::vector<OptimizerKind>& optimizer_kinds() {
       {"momentum", "SGD with momentum 0.9", 1, "momentum buffer", make_momentum},
       {"adam", "Adam, weight decay as an L2 term", 2, "Adam state", make_adam},
       {"adamw", "Adam with decoupled weight decay", 2, "Adam state", make_adamw},
+      {"lion", "Lion: sign updates (use a smaller --lr), decoupled weight decay", 1,
+       "Lion momentum", make_lion},
   };
   return kinds;
 }
