@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/input_guards.h"
 #include "cli/output_paths.h"
+#include "eval/metric_registry.h"
 #include "eval/metrics.h"
 #include "infer/load.h"
 #include "infer/model.h"
@@ -45,11 +46,10 @@ struct EvalArgs {
 void print_scores(const EvalArgs& a, const metrics::EvalSummary& s, const double* loss,
                   const double* accuracy, const std::string& decoding) {
   if (a.json) {
-    nlohmann::json j = {{"examples", s.segments}, {"exact_match", s.exact}, {"chrf", s.chrf},
-                        {"bleu", s.bleu},         {"ter", s.ter},           {"wer", s.wer},
-                        {"per", s.per},           {"cer", s.cer},           {"ser", s.ser}};
-    if (loss) j["loss"] = *loss;
-    if (accuracy) j["token_accuracy"] = *accuracy;
+    const metrics::Scores scores{loss ? *loss : 0, accuracy ? *accuracy : 0, s};
+    nlohmann::json j = {{"examples", s.segments}};
+    for (const metrics::Metric& m : metrics::metric_registry())
+      if (!m.teacher_forced || (loss && accuracy)) j[m.key] = m.value(scores);
     if (a.copy_baseline)
       j["copy_baseline"] = true;
     else

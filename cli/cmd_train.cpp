@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "cli/output_paths.h"
+#include "eval/metric_registry.h"
 #include "io/envelope.h"
 #include "model/memory_budget.h"
 #include "tensor/profile.h"
@@ -189,9 +190,8 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
                  "evaluate; alone (no --steps or --epochs) it sets the length of the run");
   sub.add_option(
       "--best-metric", a.o.best_metric,
-      "keep best.bin, the checkpoint of the best evaluation: loss | chrf | bleu | exact "
-      "| ter | wer | per | cer (loss and the error rates lower, the others higher; needs "
-      "--eval-every)");
+      "keep best.bin, the checkpoint of the best evaluation: " + metrics::metric_names(" | ") +
+          " (loss and the error rates lower, the others higher; needs --eval-every)");
   sub.add_option("--patience", a.o.patience,
                  "stop after N evaluations without improving --best-metric (0: off)")
       ->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include <string_view>
 
+#include "eval/metric_registry.h"
 #include "tensor/tensor.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
@@ -17,7 +18,8 @@ constexpr bool kAgree = true, kPerProcess = false;  // across data-parallel rank
 // Only the evaluation's decoded metrics depend on how many examples are decoded.
 json decoded_examples(const RunFacts& f) {
   const std::string& m = f.opt.best_metric;
-  return m.empty() || m == "loss" ? json() : json(f.opt.eval_max);
+  const metrics::Metric* metric = metrics::find_metric(m);
+  return !metric || metric->teacher_forced ? json() : json(f.opt.eval_max);
 }
 
 // clang-format off

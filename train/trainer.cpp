@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "eval/metric_registry.h"
 #include "io/checkpoint.h"
 #include "io/envelope.h"
 #include "io/weights.h"
@@ -630,33 +631,11 @@ std::string write_average(const Run& run, const TrainOptions& opt, std::ostream&
   return out;
 }
 
-// The metrics --best-metric can keep best.bin by: each one's value, and whether lower is better.
-struct BestMetric {
-  const char* name;
-  bool lower_is_better;
-  double (*value)(const EvalResult&);
-};
-constexpr BestMetric kBestMetrics[] = {
-    {"loss", true, [](const EvalResult& e) { return e.loss; }},
-    {"chrf", false, [](const EvalResult& e) { return e.chrf; }},
-    {"bleu", false, [](const EvalResult& e) { return e.bleu; }},
-    {"exact", false, [](const EvalResult& e) { return e.exact_match; }},
-    {"ter", true, [](const EvalResult& e) { return e.ter; }},
-    {"wer", true, [](const EvalResult& e) { return e.wer; }},
-    {"per", true, [](const EvalResult& e) { return e.per; }},
-    {"cer", true, [](const EvalResult& e) { return e.cer; }},
-};
-
-const BestMetric* find_best_metric(const std::string& name) {
-  for (const BestMetric& m : kBestMetrics)
-    if (name == m.name) return &m;
-  return nullptr;
-}
-
 // The value of --best-metric in an evaluation, oriented so that larger is better.
 double score_of(const std::string& metric, const EvalResult& ev) {
-  const BestMetric* m = find_best_metric(metric);
-  return m->lower_is_better ? -m->value(ev) : m->value(ev);
+  const metrics::Metric* m = metrics::find_metric(metric);
+  const double v = m->value(ev.scores());
+  return m->lower_is_better ? -v : v;
 }
 
 // Updates best.bin after an evaluation; returns true when patience has run out.
@@ -847,15 +826,12 @@ MatmulChoice choose_matmul(const TrainOptions& opt) {
 std::string best_metric_problem(const TrainOptions& opt) {
   const std::string& m = opt.best_metric;
   if (m.empty()) return opt.patience > 0 ? "--patience needs --best-metric" : "";
-  if (!find_best_metric(m)) {
-    std::string names;
-    for (const BestMetric& b : kBestMetrics)
-      names += std::string(names.empty() ? "" : ", ") + b.name;
-    return "--best-metric must be one of " + names + " (got '" + m + "')";
-  }
+  const metrics::Metric* metric = metrics::find_metric(m);
+  if (!metric)
+    return "--best-metric must be one of " + metrics::metric_names() + " (got '" + m + "')";
   if (opt.eval_every <= 0)
     return "--best-metric " + m + " needs periodic evaluation: give --eval-every N";
-  if (m != "loss" && opt.eval_max <= 0)
+  if (!metric->teacher_forced && opt.eval_max <= 0)
     return "--best-metric " + m + " scores decoded outputs, which --eval-max 0 turns off";
   return "";
 }
@@ -967,7 +943,8 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   log_validation(rep, tlog.finish(), log);
   if (run.best_step >= 0)
     log << "best.bin: step " << run.best_step << ", " << opt.best_metric << " "
-        << (find_best_metric(opt.best_metric)->lower_is_better ? -run.best_value : run.best_value)
+        << (metrics::find_metric(opt.best_metric)->lower_is_better ? -run.best_value
+                                                                   : run.best_value)
         << "\n";
   Tape::current().set_anomaly(false);
   return rep;
