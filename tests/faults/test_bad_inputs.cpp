@@ -1919,7 +1919,7 @@ TEST(EvalCli, ModelPrintsEveryMetric) {
   EXPECT_GT(j["examples"].get<int64_t>(), 0);
 }
 
-// eval decodes --batch sources at once, in order of length: the hypotheses (in data order) and
+// eval decodes --batch-size sources at once, in order of length: the hypotheses (in data order) and
 // the decoding metrics are those of one source at a time, for greedy and beam search.
 TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
   const std::string dir = Workspace::get().dir();
@@ -1947,7 +1947,7 @@ TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
       const std::string out = std::string("eval_hyps_") + beam + "_" + std::to_string(k) + ".txt";
       const CliResult r =
           run_cli({"eval", "--model", "eval_run", "--data", "eval_lengths.tsv", "--json", "--beam",
-                   beam, "--batch", k ? "5" : "1", "--out", out},
+                   beam, "--batch-size", k ? "5" : "1", "--out", out},
                   dir);
       ASSERT_EQ(r.exit_code, 0) << r.err;
       EXPECT_EQ(r.err, "") << "no progress line off a terminal";
@@ -1970,6 +1970,29 @@ TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
          {"examples", "exact_match", "chrf", "bleu", "ter", "wer", "per", "cer", "ser"})
       EXPECT_EQ(metrics[1][m], metrics[0][m]) << m << ", beam " << beam;
   }
+}
+
+// eval's batch is --batch-size, as generate's; the old --batch still works for the scripts that
+// use it, but --help shows only the new spelling.
+TEST(EvalCli, BatchSizeAsGenerateAndTheOldSpellingAsAHiddenAlias) {
+  const std::string dir = Workspace::get().dir();
+  std::string out[2];
+  for (int k = 0; k < 2; ++k) {
+    const CliResult r = run_cli({"eval", "--model", "run/checkpoint.bin", "--data",
+                                 "data/valid.tsv", "--json", k ? "--batch" : "--batch-size", "3"},
+                                dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    out[k] = r.out;
+  }
+  EXPECT_EQ(out[0], out[1]);
+  const CliResult zero = run_cli(
+      {"eval", "--model", "run/checkpoint.bin", "--data", "data/valid.tsv", "--batch-size", "0"},
+      dir);
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_HAS(zero.err, "--batch-size must be >= 1");
+  const CliResult help = run_cli({"eval", "--help"}, dir);
+  EXPECT_HAS(help.out, "--batch-size");
+  EXPECT_EQ(help.out.find("--batch "), std::string::npos) << help.out;
 }
 
 // vocab refuses a directory that already holds a vocabulary before it learns (a minute on real
