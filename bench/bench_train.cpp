@@ -131,7 +131,7 @@ void train_step(Setup& s) {
   profile::begin_step();
   tape.clear();
   for (auto& [n, p] : s.params) p.zero_grad();
-  Var loss = sequence_loss(batch_logits(*s.model, s.batch, s.rng), s.batch.labels);
+  Var loss = sequence_loss(s.model->logits(s.batch, s.rng), s.batch.labels);
   tape.backward(loss);
   s.opt->step(1e-4, clip_scale(grad_global_norm(s.params), 1.0));
   profile::end_step();

@@ -112,7 +112,6 @@ class InferenceModel {
   MatrixLayout matrix_layout() const {
     return layout_ == WeightLayout::Decode ? MatrixLayout::Packed : MatrixLayout::InOut;
   }
-  bool tied_output() const { return tied_; }
   WeightLayout layout() const { return layout_; }    // of the decoder's matrices
   const Tensor& out_bias() const { return out_b_; }  // [V]
 

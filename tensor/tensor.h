@@ -187,7 +187,6 @@ class Tensor {
   static Tensor from(const std::vector<float>& v, Shape shape);
   static Tensor from(const std::vector<double>& v, Shape shape);
   static Tensor zeros_like(const Tensor& t) { return Tensor(t.shape(), t.dtype()); }
-  static Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
 
   bool defined() const { return buf_.get() != nullptr; }
   const Shape& shape() const { return shape_; }
