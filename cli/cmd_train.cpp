@@ -35,7 +35,7 @@ struct TrainArgs {
   double collective_timeout = 300;
   // oneDNN's float32 products where this build has it: as reproducible and resumable as
   // OpenBLAS's (each route's bits depend on --threads only), and the faster of the two in
-  // bench_train's training steps (README, "Matrix products").
+  // bench_train's training steps (docs/cli.md, "Matrix products").
   std::string matmul = kernels::onednn_info().built ? "onednn" : "openblas";
   std::string precision = "f32";
 };
