@@ -274,7 +274,7 @@ void BM_batch(benchmark::State& st, int64_t B, bool per_op) {
   set_decode_split_min_flops(split);
 }
 
-// The batch-32 target measured load-robustly, as bench_train measures issue 14's: rounds that
+// The batch-32 target measured load-robustly, as bench_train measures its targets: rounds that
 // alternate batch 1 and batch 32, keeping the best tokens/s of each. Load on a shared machine
 // only ever slows a run down, so the best of rounds taken side by side compares the two at the
 // same quiet moments (the medians of the table come from separate stretches of the run, seconds

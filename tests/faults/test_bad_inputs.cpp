@@ -197,7 +197,7 @@ class Workspace {
   }
 
   // Outputs that are one of the command's inputs: each row its own copies under o/ (a refusal
-  // that fails destroys them), and the files of the other issue-38 rows.
+  // that fails destroys them), and the files of the other rows.
   void make_issue38_files(const std::string& good) {
     auto put = [&](const std::string& name, std::string_view bytes) {
       write_file(dir_.file(name), bytes);
@@ -1035,7 +1035,7 @@ const std::vector<Row>& rows() {
        {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--suppress", "<eot>"},
        kUsage,
        {"--suppress", "'<eot>'", "vocabulary"}},
-      // ---- issue 11: hostile sizes, special files, inconsistent checkpoints --------------------
+      // ---- hostile sizes, special files, inconsistent checkpoints ------------------------------
       {"i11_max_positions_beyond_int32",
        "--max-positions 4294967596 (wraps to 300 as int)",
        train_with({"--max-positions", "4294967596"}),
@@ -1542,7 +1542,7 @@ TEST(GenerateCli, EndTokenEndsLikeEos) {
   EXPECT_EQ(ended["cache_lengths"].size(), 1u);  // one step: the end token was selected there
 }
 
-// ---- issue 11: the good side of the fixes ---------------------------------------------------
+// ---- the good side of the fixes --------------------------------------------------------------
 
 // A --config without vocab_size takes it from the vocabulary (it used to be refused).
 TEST(Issue11, ConfigWithoutVocabSizeTakesItFromTheVocabulary) {

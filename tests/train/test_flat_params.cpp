@@ -1,4 +1,4 @@
-// FlatParams (issue 14): the parameters' values and gradients in one buffer each. Training on
+// FlatParams: the parameters' values and gradients in one buffer each. Training on
 // them must give the same bits as on separate tensors, for every optimizer, including steps
 // where a parameter gets no gradient (the optimizer then leaves it alone, as before).
 #include <gtest/gtest.h>
