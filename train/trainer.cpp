@@ -836,7 +836,10 @@ std::string best_metric_problem(const TrainOptions& opt) {
   return "";
 }
 
-TrainReport train(const TrainOptions& opt, std::ostream& log) {
+namespace {
+
+// The options train() refuses before it touches anything.
+void check_train_options(const TrainOptions& opt) {
   if (opt.out_dir.empty()) fail("train", "no output directory (--out)");
   if (opt.batch < 1) fail("train", "batch size must be >= 1");
   if (opt.batch_tokens < 0) fail("train", "--batch-tokens must be >= 0 (0: batches of --batch)");
@@ -846,6 +849,80 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
     fail("train", "--accum must be in [1, " + std::to_string(TrainOptions::kMaxAccum) + "], got " +
                       std::to_string(opt.accum));
   if (const std::string p = best_metric_problem(opt); !p.empty()) fail("train", p);
+}
+
+// After a step: whether this run stops now (a signal on any rank, early stopping, or rank 0's
+// clock past --time-limit), the same answer on every rank.
+bool stop_after_step(const Run& run, const TrainOptions& opt, Communicator& comm, TrainingLog& tlog,
+                     TrainReport& rep, std::ostream& out) {
+  const bool lead = comm.rank() == 0;
+  rep.stop_signal = StopSignals::received();
+  bool time_up = opt.time_limit > 0 && run_seconds(run) >= opt.time_limit;
+  if (comm.size() > 1) {  // every rank stops after the same step: rank 0's clock, any signal
+    double v[2] = {static_cast<double>(rep.stop_signal), lead && time_up ? 1.0 : 0.0};
+    comm.sum(v, 2, "agreeing whether to stop");
+    if (rep.stop_signal == 0 && v[0] > 0) rep.stop_signal = SIGTERM;  // another rank's signal
+    time_up = v[1] > 0;
+  }
+  if (rep.stop_signal != 0 || rep.early_stopped) return true;
+  if (time_up) {
+    tlog.break_line();
+    out << "time limit of " << opt.time_limit << " s reached at step " << run.step << "\n";
+    rep.timed_out = true;
+  }
+  return time_up;
+}
+
+// The steps until the budget, a signal, early stopping or the time limit ends them, with
+// periodic evaluation (rank 0), saves and synchronisation checks.
+void run_steps(Run& run, const TrainOptions& opt, Communicator& comm, TrainingLog& tlog,
+               TrainReport& rep, std::ostream& out, std::ostream& log) {
+  const bool lead = comm.rank() == 0;
+  while (run.step < run.total_steps && !rep.timed_out) {
+    comm.set_step(run.step + 1);
+    const StepStats s = train_step(run, opt, tlog);
+    rep.losses.push_back(s.loss);
+    rep.lrs.push_back(s.lr);
+    tlog.step(s);
+    if (opt.eval_every > 0 && s.step % opt.eval_every == 0 && s.step != run.total_steps) {
+      if (lead) {
+        const EvalResult ev = evaluate_run(run, opt);
+        tlog.evaluation(s.step, ev, true);
+        if (after_evaluation(run, opt, ev, log)) rep.early_stopped = true;
+      }
+      rep.early_stopped = agree_with_lead(comm, rep.early_stopped);
+    }
+    if (lead && opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run, opt);
+    if (opt.check_sync > 0 && s.step % opt.check_sync == 0) check_in_sync(run);
+    if (stop_after_step(run, opt, comm, tlog, rep, out)) break;
+  }
+}
+
+// Rank 0 after the last step: the final evaluation, best.bin's bookkeeping and the report.
+void finish_lead(Run& run, const TrainOptions& opt, TrainingLog& tlog, TrainReport& rep,
+                 std::ostream& log) {
+  if (rep.stop_signal != 0) {
+    log << "stopped by signal " << rep.stop_signal << " after step " << run.step << "; saved "
+        << run.ckpt_path << " (continue with --resume), " << tlog.finish() << "\n";
+    return;
+  }
+  rep.valid = evaluate_run(run, opt);
+  tlog.evaluation(run.step, rep.valid, false);
+  if (!rep.early_stopped) after_evaluation(run, opt, rep.valid, log);
+  rep.best_step = run.best_step;
+  rep.best_value = run.best_value;
+  log_validation(rep, tlog.finish(), log);
+  if (run.best_step >= 0)
+    log << "best.bin: step " << run.best_step << ", " << opt.best_metric << " "
+        << (metrics::find_metric(opt.best_metric)->lower_is_better ? -run.best_value
+                                                                   : run.best_value)
+        << "\n";
+}
+
+}  // namespace
+
+TrainReport train(const TrainOptions& opt, std::ostream& log) {
+  check_train_options(opt);
   const std::shared_ptr<Communicator> comm = opt.comm ? opt.comm : single_process();
   const bool lead = comm->rank() == 0;
   int threads = opt.threads;
@@ -878,38 +955,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   rep.world_size = comm->size();
   const StopSignals signals;  // SIGINT/SIGTERM: save at the end of the step and stop
   rep.timed_out = time_spent(run, opt, out);
-  while (run.step < run.total_steps && !rep.timed_out) {
-    comm->set_step(run.step + 1);
-    const StepStats s = train_step(run, opt, tlog);
-    rep.losses.push_back(s.loss);
-    rep.lrs.push_back(s.lr);
-    tlog.step(s);
-    if (opt.eval_every > 0 && s.step % opt.eval_every == 0 && s.step != run.total_steps) {
-      if (lead) {
-        const EvalResult ev = evaluate_run(run, opt);
-        tlog.evaluation(s.step, ev, true);
-        if (after_evaluation(run, opt, ev, log)) rep.early_stopped = true;
-      }
-      rep.early_stopped = agree_with_lead(*comm, rep.early_stopped);
-    }
-    if (lead && opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run, opt);
-    if (opt.check_sync > 0 && s.step % opt.check_sync == 0) check_in_sync(run);
-    rep.stop_signal = StopSignals::received();
-    bool time_up = opt.time_limit > 0 && run_seconds(run) >= opt.time_limit;
-    if (comm->size() > 1) {  // every rank stops after the same step: rank 0's clock, any signal
-      double v[2] = {static_cast<double>(rep.stop_signal), lead && time_up ? 1.0 : 0.0};
-      comm->sum(v, 2, "agreeing whether to stop");
-      if (rep.stop_signal == 0 && v[0] > 0) rep.stop_signal = SIGTERM;  // another rank's signal
-      time_up = v[1] > 0;
-    }
-    if (rep.stop_signal != 0 || rep.early_stopped) break;
-    if (time_up) {
-      tlog.break_line();
-      out << "time limit of " << opt.time_limit << " s reached at step " << run.step << "\n";
-      rep.timed_out = true;
-      break;
-    }
-  }
+  run_steps(run, opt, *comm, tlog, rep, out, log);
   if (run.reducer) rep.allreduce = run.reducer->stats();
   tlog.break_line();
   rep.last_step = run.step;
@@ -925,27 +971,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (lead && run.last_saved != run.step) save_or_fail(run, opt);
   if (lead && opt.average_last > 0 && run.step > 0) rep.average = write_average(run, opt, out);
   Tape::current().clear();
-  if (!lead) {  // rank 0 evaluates and reports
-    Tape::current().set_anomaly(false);
-    return rep;
-  }
-  if (rep.stop_signal != 0) {
-    log << "stopped by signal " << rep.stop_signal << " after step " << run.step << "; saved "
-        << run.ckpt_path << " (continue with --resume), " << tlog.finish() << "\n";
-    Tape::current().set_anomaly(false);
-    return rep;
-  }
-  rep.valid = evaluate_run(run, opt);
-  tlog.evaluation(run.step, rep.valid, false);
-  if (!rep.early_stopped) after_evaluation(run, opt, rep.valid, log);
-  rep.best_step = run.best_step;
-  rep.best_value = run.best_value;
-  log_validation(rep, tlog.finish(), log);
-  if (run.best_step >= 0)
-    log << "best.bin: step " << run.best_step << ", " << opt.best_metric << " "
-        << (metrics::find_metric(opt.best_metric)->lower_is_better ? -run.best_value
-                                                                   : run.best_value)
-        << "\n";
+  if (lead) finish_lead(run, opt, tlog, rep, log);  // rank 0 evaluates and reports
   Tape::current().set_anomaly(false);
   return rep;
 }
