@@ -133,8 +133,7 @@ namespace {
 // m[i] = g[i] where y[i] > 0, else 0: relu's backward from its output. g[i] is loaded whatever
 // the test, and the pointers are restrict, so the loop vectorizes into a compare and a blend;
 // written as `y > 0 ? g[i] : 0` it compiled to a branch per element, mispredicted on about half
-// of a ReLU layer's elements: 3.0 ms of the small model's step instead of 0.9 (bench_train's
-// profile, affine_relu's backward).
+// of a ReLU layer's elements (docs/performance.md).
 template <typename T>
 void relu_mask(const T* __restrict y, const T* __restrict g, T* __restrict m, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {

@@ -340,10 +340,11 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
                      });
 }
 
-Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossEntropyOptions opt) {
-  profile::Scope prof_("cross_entropy", profile::Phase::Forward);
-  const int64_t v = last_dim(logits, "cross_entropy");
-  const int64_t r = v ? logits.numel() / v : 0;
+namespace {
+
+// Checks cross_entropy's targets and smoothing; returns the rows not ignored.
+int64_t valid_targets(const Var& logits, const std::vector<int32_t>& targets,
+                      const CrossEntropyOptions& opt, int64_t v, int64_t r) {
   if (static_cast<int64_t>(targets.size()) != r)
     fail("cross_entropy", std::to_string(targets.size()) + " targets for logits " +
                               shape_str(logits.shape()) + " (" + std::to_string(r) + " rows)");
@@ -360,6 +361,45 @@ Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossE
                                 shape_str(logits.shape()));
     ++n_valid;
   }
+  return n_valid;
+}
+
+// One row of cross_entropy: pr = softmax(xr) (kept for backward) and, unless t is ignored, the
+// row's loss, −log p_t smoothed by e towards the mean over the vocabulary.
+template <typename T>
+double softmax_nll_row(const T* xr, T* pr, int64_t v, int32_t t, int32_t ignore, double e) {
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < v; ++j) mx = std::max(mx, xr[j]);
+  T s = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    kernels::exp_shifted(xr, mx, pr, v);  // (float: vectorized, kernels_exp.h)
+    for (int64_t j = 0; j < v; ++j) s += pr[j];
+  } else {
+    for (int64_t j = 0; j < v; ++j) {
+      pr[j] = std::exp(xr[j] - mx);
+      s += pr[j];
+    }
+  }
+  for (int64_t j = 0; j < v; ++j) pr[j] /= s;
+  if (t == ignore) return 0;
+  const double lse = static_cast<double>(mx) + std::log(static_cast<double>(s));
+  double nll = lse - static_cast<double>(xr[t]);
+  if (e > 0) {
+    double mean_x = 0;
+    for (int64_t j = 0; j < v; ++j) mean_x += static_cast<double>(xr[j]);
+    mean_x /= static_cast<double>(v);
+    nll = (1 - e) * nll + e * (lse - mean_x);
+  }
+  return nll;
+}
+
+}  // namespace
+
+Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossEntropyOptions opt) {
+  profile::Scope prof_("cross_entropy", profile::Phase::Forward);
+  const int64_t v = last_dim(logits, "cross_entropy");
+  const int64_t r = v ? logits.numel() / v : 0;
+  const int64_t n_valid = valid_targets(logits, targets, opt, v, r);
   const double e = opt.label_smoothing;
   Tensor prob = Tensor::empty(logits.shape(), logits.dtype());  // softmax, kept for backward
   Tensor out = Tensor::empty({}, logits.dtype());
@@ -371,34 +411,9 @@ Var cross_entropy(const Var& logits, const std::vector<int32_t>& targets, CrossE
     double* nlls = row_nll.data<double>();
     kernels::parallel_range(
         r, double(v) * kernels::kCostTranscendental, [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) {
-            const T* xr = x + i * v;
-            T* pr = pp + i * v;
-            T mx = -std::numeric_limits<T>::infinity();
-            for (int64_t j = 0; j < v; ++j) mx = std::max(mx, xr[j]);
-            T s = 0;
-            if constexpr (std::is_same_v<T, float>) {
-              kernels::exp_shifted(xr, mx, pr, v);  // (float: vectorized, kernels_exp.h)
-              for (int64_t j = 0; j < v; ++j) s += pr[j];
-            } else {
-              for (int64_t j = 0; j < v; ++j) {
-                pr[j] = std::exp(xr[j] - mx);
-                s += pr[j];
-              }
-            }
-            for (int64_t j = 0; j < v; ++j) pr[j] /= s;
-            int32_t t = targets[static_cast<size_t>(i)];
-            if (t == opt.ignore_index) continue;
-            const double lse = static_cast<double>(mx) + std::log(static_cast<double>(s));
-            double nll = lse - static_cast<double>(xr[t]);
-            if (e > 0) {
-              double mean_x = 0;
-              for (int64_t j = 0; j < v; ++j) mean_x += static_cast<double>(xr[j]);
-              mean_x /= static_cast<double>(v);
-              nll = (1 - e) * nll + e * (lse - mean_x);
-            }
-            nlls[i] = nll;
-          }
+          for (int64_t i = i0; i < i1; ++i)
+            nlls[i] = softmax_nll_row(x + i * v, pp + i * v, v, targets[static_cast<size_t>(i)],
+                                      opt.ignore_index, e);
         });
     double total = 0;
     for (int64_t i = 0; i < r; ++i)

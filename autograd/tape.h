@@ -107,12 +107,6 @@ struct VarImpl {
   bool requires_grad = false;
   bool leaf = true;
   uint64_t tape_generation = 0;  // for results: the generation of the tape that recorded them
-  // For leaves: the tape generation in which an op first read this value, and that op's node
-  // index. Backward has written the leaf's whole gradient once it has run that node (every
-  // other reader comes later on the tape), which the data-parallel reducer uses to start an
-  // allreduce while backward goes on (train/grad_reducer.h).
-  uint64_t use_generation = 0;
-  size_t first_use = 0;
   // A pinned gradient is a view into a flat gradient buffer (train/flat_params.h) that is kept
   // across steps: zero_grad() marks it stale instead of dropping it, and the next write treats
   // it as new (written, not added to), so a stale one is never read as a gradient.
@@ -181,13 +175,18 @@ class Tape {
   void backward(const Var& root, const Tensor& upstream);
 
   // Called by backward after each node index i, from the last node down to 0, whether or not
-  // the node had work (see VarImpl::first_use). Empty: no call.
+  // the node had work. Empty: no call.
   void set_after_node(std::function<void(size_t i)> hook) { after_node_ = std::move(hook); }
+  // Called when a recording op reads a leaf that requires grad, with the index its node gets.
+  // Backward has written a leaf's whole gradient once it has run the first such node (every
+  // other reader comes later on the tape): the data-parallel reducer keeps that index per
+  // parameter to start an allreduce while backward goes on (train/grad_reducer.h). Empty: no call.
+  void set_on_leaf_use(std::function<void(const VarImpl& v, size_t node)> hook) {
+    on_leaf_use_ = std::move(hook);
+  }
   // Notes that a recording op reads leaf v (the node it records gets index size()).
-  void note_leaf_use(VarImpl& v) {
-    if (v.use_generation == generation_) return;
-    v.use_generation = generation_;
-    v.first_use = nodes_.size();
+  void note_leaf_use(const VarImpl& v) {
+    if (on_leaf_use_) on_leaf_use_(v, nodes_.size());
   }
 
   // Drops every node (and the intermediate values they hold); keeps the vector's capacity.
@@ -211,6 +210,7 @@ class Tape {
   };
   std::vector<Node> nodes_;
   std::function<void(size_t)> after_node_;
+  std::function<void(const VarImpl&, size_t)> on_leaf_use_;
   uint64_t generation_ = 1;
   bool recording_ = true;
   bool anomaly_ = false;

@@ -277,7 +277,7 @@ void BM_batch(benchmark::State& st, int64_t B, bool per_op) {
   set_decode_split_min_flops(split);
 }
 
-// The batch-32 target measured load-robustly, as bench_train measures issue 14's: rounds that
+// The batch-32 target measured load-robustly, as bench_train measures its targets: rounds that
 // alternate batch 1 and batch 32, keeping the best tokens/s of each. Load on a shared machine
 // only ever slows a run down, so the best of rounds taken side by side compares the two at the
 // same quiet moments (the medians of the table come from separate stretches of the run, seconds
@@ -585,7 +585,6 @@ void print_layouts(const bench::RatioReporter& rep) {
   }
 }
 
-// Sentences/s and tokens/s per batch size, the speedup over batch 1, and GFLOP/s vs sgemm.
 // The compute types' tokens/s over f32's at batch 1 and 32, and their weight memory over f32's.
 void print_compute_types(const bench::RatioReporter& rep) {
   if (!rep.has(compute_name(ComputeType::F32, 1))) return;
@@ -621,43 +620,15 @@ void print_compute_types(const bench::RatioReporter& rep) {
       "packed copies, int8's rows, scales and row sums)\n");
 }
 
-void print_batches(const bench::RatioReporter& rep, const BatchRobust& robust) {
+// The batch-32 target, and what it asks of the machine: every generated token at batch 32 costs
+// the FLOPs it costs at batch 1 (all GF/s counts the same products per token at every batch size),
+// so 5x batch 1's tokens/s means 5x batch 1's all GF/s, sustained over the whole decode (the
+// encoder included, attention scores and softmax counted as free), to be compared with the
+// fastest product rate measured in this run: sgemm or oneDNN float32 at 1024^3, or the
+// decoder's own kernel.
+void print_batch_target(const bench::RatioReporter& rep, const BatchRobust& robust) {
   const std::string b1 = batch_name(1);
-  if (!rep.has(b1)) return;
-  std::printf(
-      "\nBatched greedy, medium, %lld inputs x %lld new tokens (same run; gemm_packed %s on "
-      "%d threads, BLAS on %d; dot GF/s: gemm_nt_rowwise, the kernel before packing)\n",
-      static_cast<long long>(kBatchInputs), static_cast<long long>(kBatchNew),
-      kernels::gemm_nt_rowwise_path(), kernels::gemm_nt_rowwise_threads(),
-      kernels::blas_num_threads());
-  std::printf("%6s %12s %12s %10s %10s %10s %10s %8s %8s %11s %8s %10s\n", "batch", "sentences/s",
-              "tokens/s", "vs batch1", "GFLOP/s", "all GF/s", "BLAS GF/s", "BLAS%", "all%",
-              "kernel GF/s", "dot GF/s", "vs per-op");
   const double t1 = rep.counter(b1, "tokens/s");
-  for (int64_t B : kBatchSizes) {
-    const std::string n = batch_name(B);
-    if (!rep.has(n)) continue;
-    const double tps = rep.counter(n, "tokens/s"), gf = rep.counter(n, "GFLOP/s"),
-                 all = rep.counter(n, "all GFLOP/s"),
-                 sg = rep.has(sgemm_name(B)) ? rep.counter(sgemm_name(B), "GFLOP/s") : 0.0;
-    const auto kernel_gf = [&](bool dot) {
-      const std::string k = rowwise_name(B, dot);
-      return rep.has(k) ? rep.counter(k, "GFLOP/s") : 0.0;
-    };
-    const std::string per_op = batch_name(B, true);
-    const double op_tps = rep.has(per_op) ? rep.counter(per_op, "tokens/s") : 0.0;
-    std::printf(
-        "%6lld %12.1f %12.0f %9.2fx %10.2f %10.2f %10.2f %7.0f%% %7.0f%% %11.2f %8.2f %9.2fx\n",
-        static_cast<long long>(B), rep.counter(n, "sentences/s"), tps, t1 > 0 ? tps / t1 : 0.0, gf,
-        all, sg, sg > 0 ? 100 * gf / sg : 0.0, sg > 0 ? 100 * all / sg : 0.0, kernel_gf(false),
-        kernel_gf(true), op_tps > 0 ? tps / op_tps : 1.0);
-  }
-  // The target, and what it asks of the machine: every generated token at batch 32 costs the
-  // FLOPs it costs at batch 1 (all GF/s counts the same products per token at every batch size),
-  // so 5x batch 1's tokens/s means 5x batch 1's all GF/s, sustained over the whole decode (the
-  // encoder included, attention scores and softmax counted as free), to be compared with the
-  // fastest product rate measured in this run: sgemm or oneDNN float32 at 1024^3, or the
-  // decoder's own kernel.
   const std::string b32 = batch_name(32);
   if (!rep.has(b32) || t1 <= 0) return;
   const double median32 = rep.counter(b32, "tokens/s") / t1,
@@ -701,6 +672,41 @@ void print_batches(const bench::RatioReporter& rep, const BatchRobust& robust) {
         kernels::gemm_nt_rowwise_threads(), kernels::cpu_path_name(kernels::cpu_path()), fma,
         fma > 0 ? 5 * all1 / fma : 0.0, static_cast<long long>(kPeakN), fma > 0 ? peak / fma : 0.0);
   }
+}
+
+// Sentences/s and tokens/s per batch size, the speedup over batch 1, and GFLOP/s vs sgemm.
+void print_batches(const bench::RatioReporter& rep, const BatchRobust& robust) {
+  const std::string b1 = batch_name(1);
+  if (!rep.has(b1)) return;
+  std::printf(
+      "\nBatched greedy, medium, %lld inputs x %lld new tokens (same run; gemm_packed %s on "
+      "%d threads, BLAS on %d; dot GF/s: gemm_nt_rowwise, the kernel before packing)\n",
+      static_cast<long long>(kBatchInputs), static_cast<long long>(kBatchNew),
+      kernels::gemm_nt_rowwise_path(), kernels::gemm_nt_rowwise_threads(),
+      kernels::blas_num_threads());
+  std::printf("%6s %12s %12s %10s %10s %10s %10s %8s %8s %11s %8s %10s\n", "batch", "sentences/s",
+              "tokens/s", "vs batch1", "GFLOP/s", "all GF/s", "BLAS GF/s", "BLAS%", "all%",
+              "kernel GF/s", "dot GF/s", "vs per-op");
+  const double t1 = rep.counter(b1, "tokens/s");
+  for (int64_t B : kBatchSizes) {
+    const std::string n = batch_name(B);
+    if (!rep.has(n)) continue;
+    const double tps = rep.counter(n, "tokens/s"), gf = rep.counter(n, "GFLOP/s"),
+                 all = rep.counter(n, "all GFLOP/s"),
+                 sg = rep.has(sgemm_name(B)) ? rep.counter(sgemm_name(B), "GFLOP/s") : 0.0;
+    const auto kernel_gf = [&](bool dot) {
+      const std::string k = rowwise_name(B, dot);
+      return rep.has(k) ? rep.counter(k, "GFLOP/s") : 0.0;
+    };
+    const std::string per_op = batch_name(B, true);
+    const double op_tps = rep.has(per_op) ? rep.counter(per_op, "tokens/s") : 0.0;
+    std::printf(
+        "%6lld %12.1f %12.0f %9.2fx %10.2f %10.2f %10.2f %7.0f%% %7.0f%% %11.2f %8.2f %9.2fx\n",
+        static_cast<long long>(B), rep.counter(n, "sentences/s"), tps, t1 > 0 ? tps / t1 : 0.0, gf,
+        all, sg, sg > 0 ? 100 * gf / sg : 0.0, sg > 0 ? 100 * all / sg : 0.0, kernel_gf(false),
+        kernel_gf(true), op_tps > 0 ? tps / op_tps : 1.0);
+  }
+  print_batch_target(rep, robust);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `seqtape eval`: score a checkpoint on a TSV — teacher-forced loss and token accuracy over
 // every line, then greedy or beam decodes of each source (consecutive lines with the same
-// source are one source with several references; infer's batched generate, --batch inputs at a
+// source are one source with several references; infer's batched generate, --batch-size inputs at a
 // time, with a progress line on a terminal) scored against all its references by exact match,
 // chrF, BLEU and TER (as sacreBLEU computes them, eval/metrics.h), WER, PER, the character
 // edit rate (CER) and the sequence error rate. --out writes the hypotheses, one per source in
@@ -22,6 +22,7 @@
 #include "cli/compute_type.h"
 #include "cli/input_guards.h"
 #include "cli/output_paths.h"
+#include "eval/metric_registry.h"
 #include "eval/metrics.h"
 #include "infer/load.h"
 #include "infer/model.h"
@@ -47,11 +48,10 @@ struct EvalArgs {
 void print_scores(const EvalArgs& a, const metrics::EvalSummary& s, const double* loss,
                   const double* accuracy, const std::string& decoding) {
   if (a.json) {
-    nlohmann::json j = {{"examples", s.segments}, {"exact_match", s.exact}, {"chrf", s.chrf},
-                        {"bleu", s.bleu},         {"ter", s.ter},           {"wer", s.wer},
-                        {"per", s.per},           {"cer", s.cer},           {"ser", s.ser}};
-    if (loss) j["loss"] = *loss;
-    if (accuracy) j["token_accuracy"] = *accuracy;
+    const metrics::Scores scores{loss ? *loss : 0, accuracy ? *accuracy : 0, s};
+    nlohmann::json j = {{"examples", s.segments}};
+    for (const metrics::Metric& m : metrics::metric_registry())
+      if (!m.teacher_forced || (loss && accuracy)) j[m.key] = m.value(scores);
     if (a.copy_baseline)
       j["copy_baseline"] = true;
     else
@@ -97,7 +97,7 @@ void teacher_forced(const EvalArgs& a, const ModelFiles& f, const std::vector<Te
 
 int run_eval(const EvalArgs& a) {
   if (a.beam < 1) throw UsageError("--beam must be >= 1");
-  if (a.batch < 1) throw UsageError("--batch must be >= 1");
+  if (a.batch < 1) throw UsageError("--batch-size must be >= 1");
   if (a.copy_baseline && !a.model.empty())
     throw UsageError("--copy-baseline scores the sources themselves; drop --model");
   if (!a.copy_baseline && a.model.empty())
@@ -137,7 +137,7 @@ int run_eval(const EvalArgs& a) {
         encode_input(model, model.codec(), p.source, a.data + ":" + std::to_string(p.line)));
     longest = std::max(longest, sources.back().size());
   }
-  // --batch sources decoded at once (infer's batched generate: a row decodes to the tokens it
+  // --batch-size sources decoded at once (infer's batched generate: a row decodes to the tokens it
   // gives alone), in order of length so that a batch's rows finish close together.
   const size_t batch = static_cast<size_t>(std::min<int64_t>(a.batch, int64_t(groups.size())));
   check_decoding_budget(model, longest, o, "eval", batch);
@@ -195,10 +195,12 @@ void register_eval(CLI::App& app, Runner& run) {
       ->required();
   sub->add_option("--beam", a->beam, "beam size (1 = greedy)")->capture_default_str();
   add_compute_type_option(sub, a->compute_type);
-  sub->add_option("--batch", a->batch,
+  sub->add_option("--batch-size", a->batch,
                   "examples per batch, for the loss and for decoding (decoded in order of "
                   "length; each gives what it gives alone)")
       ->capture_default_str();
+  // The old spelling, kept out of --help for the scripts that use it; generate says --batch-size.
+  sub->add_option("--batch", a->batch)->group("");
   sub->add_option("--out", a->out, "write the hypotheses here, one per source");
   sub->add_flag("--json", a->json, "print the metrics as one JSON object");
   sub->add_flag("--copy-baseline", a->copy_baseline,

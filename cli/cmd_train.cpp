@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/config_flags.h"
 #include "cli/output_paths.h"
+#include "eval/metric_registry.h"
 #include "io/envelope.h"
 #include "model/memory_budget.h"
 #include "tensor/profile.h"
@@ -34,7 +35,7 @@ struct TrainArgs {
   double collective_timeout = 300;
   // oneDNN's float32 products where this build has it: as reproducible and resumable as
   // OpenBLAS's (each route's bits depend on --threads only), and the faster of the two in
-  // bench_train's training steps (README, "Matrix products").
+  // bench_train's training steps (docs/cli.md, "Matrix products").
   std::string matmul = kernels::onednn_info().built ? "onednn" : "openblas";
   std::string precision = "f32";
 };
@@ -146,9 +147,9 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
   sub.add_option("--min-lr", a.o.schedule.min_lr,
                  "wsd, cosine, linear: the rate at the end of the budget, in [0, --lr]")
       ->capture_default_str();
-  sub.add_option("--optimizer", a.optimizer, "sgd | momentum | adam | adamw")
-      ->capture_default_str();
-  sub.add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay");
+  sub.add_option("--optimizer", a.optimizer, optimizer_names(" | "))->capture_default_str();
+  sub.add_option("--weight-decay", a.weight_decay,
+                 "weight decay: decoupled in adamw and lion, an L2 term in the others");
   sub.add_option("--clip", a.o.clip, "max global gradient norm (0: off)")->capture_default_str();
   sub.add_option("--label-smoothing", a.o.label_smoothing, "cross-entropy label smoothing")
       ->capture_default_str();
@@ -189,9 +190,8 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
                  "evaluate; alone (no --steps or --epochs) it sets the length of the run");
   sub.add_option(
       "--best-metric", a.o.best_metric,
-      "keep best.bin, the checkpoint of the best evaluation: loss | chrf | bleu | exact "
-      "| ter | wer | per | cer (loss and the error rates lower, the others higher; needs "
-      "--eval-every)");
+      "keep best.bin, the checkpoint of the best evaluation: " + metrics::metric_names(" | ") +
+          " (loss and the error rates lower, the others higher; needs --eval-every)");
   sub.add_option("--patience", a.o.patience,
                  "stop after N evaluations without improving --best-metric (0: off)")
       ->capture_default_str();
@@ -266,7 +266,7 @@ int run_train(TrainArgs& a) {
   o.model = build_config(a);
   o.model_vocab_size_given = a.o.model_vocab_size_given;
   try {
-    o.optim.kind = parse_optimizer(a.optimizer);
+    o.optim.kind = find_optimizer(a.optimizer).name;
   } catch (const Error& e) {
     throw UsageError(e.what());
   }

@@ -146,7 +146,9 @@ void register_vocab(CLI::App& app, Runner& run) {
                   "vocabulary size, special tokens included (an upper bound: a small corpus "
                   "may give fewer pieces)")
       ->capture_default_str();
-  sub->add_option("--threads", a->threads, "training threads")->capture_default_str();
+  sub->add_option("--threads", a->threads,
+                  "compute threads SentencePiece learns the vocabulary on (as train's --threads)")
+      ->capture_default_str();
   sub->add_flag("--separate", a->separate,
                 "learn one vocabulary per column (source.model, target.model)");
   sub->add_flag("--overwrite", a->overwrite, "replace a vocabulary already in --out");

@@ -1,6 +1,6 @@
 #pragma once
 // The `seqtape` subcommands. Each registers itself on the app and runs when selected.
-// Exit codes (documented in the README): 0 success, 1 a check failed (gradcheck, verify),
+// Exit codes (README.md, docs/cli.md): 0 success, 1 a check failed (gradcheck, verify),
 // 2 usage error (bad flags), 3 data error (a file or input the user gave is wrong),
 // 4 internal error.
 

@@ -9,9 +9,9 @@
 //   - write nothing outside the run directory (the sandbox around it must stay as it was).
 // The memory budget is cut to 4 MB (set_memory_limit_for_testing), so a hostile size is
 // refused by the budget check, as it would be on a small machine, and each input stays fast.
-// (At 64 MB, `generate --beam 100000` on the 4-wide test model was accepted and took 26 s here
-// under the sanitizers and coverage, past the fuzz timeout; decoding work grows with the KV
-// cache the budget bounds, and 4 MB keeps the largest beam to a few seconds. The fixed
+// (At 64 MB, `generate --beam 100000` on the 4-wide test model was accepted and ran past the
+// fuzz timeout under the sanitizers and coverage; decoding work grows with the KV cache the
+// budget bounds, and 4 MB keeps the largest beam to a few seconds. The fixed
 // commands' defaults need under 2 MB.)
 #include <fcntl.h>
 #include <unistd.h>

@@ -39,13 +39,13 @@ Checkpoint tiny_model_checkpoint() {
   cfg.max_positions = 8;
   auto model = make_model(cfg);
   NamedParams params = model->named_parameters();
-  Optimizer opt(params, OptimizerConfig{});
+  std::unique_ptr<Optimizer> opt = make_optimizer(params, OptimizerConfig{});
   Checkpoint c;
   c.config_json = cfg.to_json().dump();
   c.vocab = vocab.tokens();
   for (auto& [n, p] : params) c.params.push_back({n, p.value()});
   c.optimizer_name = "adam";
-  c.optimizer_state = opt.state();
+  c.optimizer_state = opt->state();
   c.step = 3;
   c.rng_state = "1 2 3 4";
   c.loader_state_json = R"({"cursor":1,"epoch":0,"order":[1,0],"rng":"5 6 7 8"})";

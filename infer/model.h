@@ -126,7 +126,6 @@ class InferenceModel {
     if (compute_ != ComputeType::F32) return MatrixLayout::Quantized;
     return layout_ == WeightLayout::Decode ? MatrixLayout::Packed : MatrixLayout::InOut;
   }
-  bool tied_output() const { return tied_; }
   WeightLayout layout() const { return layout_; }    // of the decoder's matrices
   const Tensor& out_bias() const { return out_b_; }  // [V]
 

@@ -77,7 +77,8 @@ uint64_t parameter_count(const ModelConfig& c) {
   return sat_add(n, V);  // output bias
 }
 
-MemoryNeed training_memory(const ModelConfig& c, int64_t batch, int64_t length) {
+MemoryNeed training_memory(const ModelConfig& c, int64_t batch, int64_t length,
+                           uint64_t state_bytes_per_parameter, const std::string& state_noun) {
   const uint64_t C = u(c.d_model), F = u(c.d_ff), V = u(c.vocab_size), H = u(c.n_heads);
   const uint64_t T = std::max<uint64_t>(1, u(length)), B = std::max<uint64_t>(1, u(batch));
   const uint64_t tokens = sat_mul(B, T);
@@ -85,13 +86,17 @@ MemoryNeed training_memory(const ModelConfig& c, int64_t batch, int64_t length) 
   // Per token and layer the tape keeps at least q, k, v, the attention output, two residual
   // sums and the feed-forward hidden layer, plus H·T attention weights.
   const uint64_t per_token_layer = sat_add(sat_add(6 * C, F), sat_mul(H, T));
-  uint64_t floats = prod({4, parameter_count(c)});  // values, gradients, two Adam moments
+  uint64_t floats = prod({2, parameter_count(c)});  // values, gradients
   floats = sat_add(floats, prod({tokens, layers, per_token_layer}));
   floats = sat_add(floats, prod({2, tokens, V}));  // logits and their softmax
   if (c.pos_encoding == PosEncoding::Sinusoidal)
     floats = sat_add(floats, prod({u(c.max_positions), C}));
-  return {sat_mul(floats, 4), "parameters, gradients, Adam state and activations (batch " +
-                                  std::to_string(B) + ", length " + std::to_string(T) + ")"};
+  const uint64_t bytes =
+      sat_add(sat_mul(floats, 4), sat_mul(state_bytes_per_parameter, parameter_count(c)));
+  const std::string what = state_noun.empty()
+                               ? "parameters, gradients and activations"
+                               : "parameters, gradients, " + state_noun + " and activations";
+  return {bytes, what + " (batch " + std::to_string(B) + ", length " + std::to_string(T) + ")"};
 }
 
 MemoryNeed decoding_memory(const ModelConfig& c, int64_t rows, int64_t source_length,

@@ -21,9 +21,11 @@ struct MemoryNeed {
   std::string what;  // "parameters, gradients, Adam state and activations (batch 64, length 30)"
 };
 
-// Training: float32 parameters, gradients and two Adam moments, plus the activations the tape
-// keeps for a batch of `batch` sequences of `length` tokens.
-MemoryNeed training_memory(const ModelConfig& c, int64_t batch, int64_t length);
+// Training: float32 parameters and gradients, the optimizer's state of `state_bytes_per_parameter`
+// bytes per parameter (named `state_noun` in the message, e.g. "Adam state"; "" when it keeps
+// none), plus the activations the tape keeps for a batch of `batch` sequences of `length` tokens.
+MemoryNeed training_memory(const ModelConfig& c, int64_t batch, int64_t length,
+                           uint64_t state_bytes_per_parameter, const std::string& state_noun);
 // Decoding: the weights (as loaded and as float32), the KV cache of `rows` hypotheses decoded
 // at once (an input's beams, or its sampled draws: `rows_are` names them in the message) of up
 // to `length` tokens (plus the cross-attention cache of a `source_length` source) and the

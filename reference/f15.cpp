@@ -163,8 +163,8 @@ F15Fit fit_f15_head(DecoderOnly& model) {
   model.set_requires_grad("out_proj", true);
   NamedParams params = model.named_parameters();
   OptimizerConfig ocfg;
-  ocfg.kind = OptimizerKind::Sgd;
-  Optimizer sgd(params, ocfg);
+  ocfg.kind = "sgd";
+  std::unique_ptr<Optimizer> sgd = make_optimizer(params, ocfg);
   PrefixBatch b = prefix_batch();
   Tape& tape = Tape::current();
   Rng rng(0);
@@ -182,7 +182,7 @@ F15Fit fit_f15_head(DecoderOnly& model) {
       if (p.has_grad()) fail("fit_f15_head", "frozen parameter '" + n + "' received a gradient");
       ++fit.frozen_without_grad;
     }
-    sgd.step(fit.lr);
+    sgd->step(fit.lr);
     fit.steps = step;
     tape.clear();
     measure(model, prob, margin);

@@ -23,11 +23,10 @@ CBLAS_TRANSPOSE tr(bool t) {
   return t ? CblasTrans : CblasNoTrans;
 }
 
-// Below this many FLOPs (2·M·N·K) a gemm runs on one OpenBLAS thread. On the 2-core machine
-// this project is measured on, a second thread gave nothing at the small and short models'
-// shapes (640x128x512: 68 GF/s on one thread, 65 on two, best of 6) and cost 1.5-2.3x per
-// training step when other processes held the second core; the medium model's larger gemms
-// (from 1024x256x256 up) keep the configured thread count. Thread count does not change
+// Below this many FLOPs (2·M·N·K) a gemm runs on one OpenBLAS thread: a second thread gave
+// nothing at the small and short models' shapes and slowed training steps when other processes
+// held the second core (docs/performance.md); the medium model's larger gemms (from
+// 1024x256x256 up) keep the configured thread count. Thread count does not change
 // sgemm's results (each C element is summed by one thread in the same order).
 constexpr double kSmallGemmFlops = 134217728.0;  // 2^27
 // Below this OpenBLAS runs one thread by itself (m·n·k < 65536·4 in its interface): no need to
@@ -146,10 +145,8 @@ void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, co
   if (bt.n0 <= 0 || bt.n1 <= 0 || m == 0 || n == 0) return;
   if constexpr (std::is_same_v<T, float>) {
     // Small products (attention's heads): one BLAS call each would cost more than the product.
-    // First for every float32 backend: against oneDNN's one primitive per batch (same session,
-    // 64 × 4 heads, µs per batch) it was faster at the small model's 16×16×16 (about 31 against
-    // 28-60 per product kind, 190 against 250 for an attention op's six) and even at the short
-    // model's (10×9×32 Q·Kᵀ 43-64 against 31-41, the other products 21 against 25-33). Under
+    // First for every float32 backend: it was faster than oneDNN's one primitive per batch at
+    // the small and short models' attention shapes (docs/performance.md). Under
     // bf16 the smaller of them too, their operands rounded to bf16 first (gemm_small_takes_bf16).
     const bool bf16 = matmul_precision() == Precision::BF16;
     if (bf16 ? gemm_small_takes_bf16(m, n, k) : gemm_small_takes(m, n, k))

@@ -99,9 +99,8 @@ void pack_strips(int64_t n, int64_t k, const float* w, int64_t stride_n, int64_t
 // multiply then add on the portable one), then + bias[j], then the activation; so a row gives
 // the same bits alone (M = 1) as inside any batch, on any number of threads. The accumulators
 // run along the outputs (one vector per 16 or 8 outputs, a row's X broadcast), so a block of 8
-// rows (6 on AVX2) shares every load of W. Against gemm_nt_rowwise's dot products at decoder
-// shapes on one thread (K 256-1024): M 24-64 1.4-2x with AVX-512, 1.1-1.3x with AVX2; one row
-// 1.2-1.4x. Threads as gemm_nt_rowwise's.
+// rows (6 on AVX2) shares every load of W: faster than gemm_nt_rowwise's dot products at decoder
+// shapes, for blocks of rows and for one row (docs/performance.md). Threads as gemm_nt_rowwise's.
 void gemm_packed(int64_t m, int64_t n, int64_t k, const float* x, int64_t ldx, const float* wp,
                  float* y, int64_t ldy, const RowwiseEpilogue& epilogue = {});
 // Y[M, D] = S·V with S [M, J] (row stride lds) and V [J, D] (row stride ldv): each output
@@ -136,10 +135,9 @@ void parallel_for(int64_t chunks, F& f, Idle idle = Idle::Poll) {
 
 // How the pool's helpers wait after the calls of a training step (parallel_range, and a oneDNN
 // product split over the pool): Poll while every float product runs on the pool too (matmul
-// backend onednn, or bf16), so that the next op's chunks are taken at once (a training step
-// 3-4% faster at the medium model, up to 1.2x at the short one, same session, binaries
-// alternating); Sleep while OpenBLAS's own threads run products (openblas, auto), which want
-// the cores (matmul_backend.cpp).
+// backend onednn, or bf16), so that the next op's chunks are taken at once (a faster step:
+// docs/performance.md); Sleep while OpenBLAS's own threads run products (openblas, auto), which
+// want the cores (matmul_backend.cpp).
 Idle idle_between_ops();
 
 // f(begin, end) over [0, n), split into ranges on the pool's threads (parallel_for) when the
@@ -172,10 +170,8 @@ void parallel_range(int64_t n, double cost, F&& f) {
 // local array while the rows pass (d may alias what f reads, as far as the compiler knows, so
 // summing in d itself would store and reload every element instead of vectorizing across
 // columns); a block of exactly 64 has a constant trip count, which the compiler keeps in
-// registers (1.2-1.4x faster than a variable-length block of up to 256 in a microbenchmark at
-// 1024 × 256 and 1024 × 1024, with the project's flags; splitting in whole blocks, rather than
-// in ranges of 32 columns, was 1.35x faster at 1024 × 256 and 2x at 640 × 128 on 2 threads, for
-// layer norm's dγ and dβ before they moved into its row pass).
+// registers (faster than a variable-length block, and splitting in whole blocks faster than in
+// ranges of columns: docs/performance.md).
 // They start from d[j] and add the same terms in the same order, so the bits are those of
 // d[j] += ….
 template <typename T, typename F>

@@ -270,9 +270,9 @@ inline void cpu_relax() {
 // helpers poll (yielding) for kSpin after their last chunk (a decoder step's calls come tens of
 // µs apart), then sleep until the next job; after one that does not (a training step's
 // parallel_range while OpenBLAS runs the products: its BLAS calls in between want the cores),
-// they sleep at once. Polling between the ops of such a step made a short-model step 1.5-2x
-// slower with other processes on the cores: the poller takes a share of a core from the BLAS
-// call running meanwhile. (With oneDNN the products run on this pool too, and the helpers poll:
+// they sleep at once. Polling between the ops of such a step slowed it with other processes on
+// the cores (docs/performance.md): the poller takes a share of a core from the BLAS call running
+// meanwhile. (With oneDNN the products run on this pool too, and the helpers poll:
 // kernels::idle_between_ops.)
 class Pool {
  public:
@@ -452,12 +452,9 @@ void parallel_chunks(int64_t chunks, void (*task)(void*, int64_t), void* ctx, Id
 
 // parallel_range's split: work (items × cost per item, in ns on one core) below this stays on
 // the calling thread. A sleeping helper takes 5-50 µs to wake, and the caller pays a futex wake
-// (a few µs) whether or not it arrives in time, so an op must be worth well over that. Measured on
-// the 2-core machine under other sessions' load (load average 7): an elementwise pass over
-// 2^13-2^15 floats (3-12 µs) split was 0.6-0.9x as fast as serial, and no size gained alone (the
-// helper rarely got a core in time); whole bench_train steps did gain, same session, binaries
-// alternating, 2 threads, median step of 3 rounds of the short config: this threshold 126-200 ms,
-// 4x it (65536) 130-450 ms, before any split 310-470 ms.
+// (a few µs) whether or not it arrives in time, so an op must be worth well over that. Split
+// alone, small elementwise passes lost under load, but whole training steps gained with this
+// threshold over a larger one and over no split (docs/performance.md).
 constexpr double kParallelWork = 16384.0;
 
 int64_t parallel_range_chunks(int64_t n, double cost) {

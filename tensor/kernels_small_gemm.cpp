@@ -31,15 +31,12 @@ namespace seqtape::kernels {
 namespace {
 
 // Products up to this many multiply-adds (M·N·K) take the small path: see gemm_small_takes.
-// Measured on the 2-core AVX-512 machine, one thread, 256 products per call, against one
-// cblas_sgemm each: 1.5-3.3x as fast at 16^3, 32^3, 48^3, 64^3 and the short model's 10×9×32,
-// 9×32×10 in all four transpose cases; above (80^3, 96^3) OpenBLAS won some cases.
+// Up to 64^3 the small path beat one cblas_sgemm per product in every transpose case; above,
+// OpenBLAS won some (docs/performance.md).
 constexpr double kGemmSmallMaxMnk = 262144.0;  // 64^3
-// Under Precision::BF16, with the operands rounded first (gemm_small_batched's round_bf16):
-// bench_train's profile, attention ms per step, alternating runs in one session, against every
-// bf16 product on oneDNN: small model (16×16×16) 2.48, 2.74 against 3.69, 3.93; short
-// (10×9×32) 4.02, 4.35 against 5.08, 4.89; but medium (32×32×64) 13.7, 13.8 on this path
-// against 10.8, 10.4 on oneDNN, whose bf16 product gains there.
+// Under Precision::BF16, with the operands rounded first (gemm_small_batched's round_bf16): the
+// small path beat oneDNN's bf16 product at the small and short models' attention shapes, and
+// lost at the medium model's, where oneDNN's bf16 product gains (docs/performance.md).
 constexpr double kGemmSmallMaxMnkBf16 = 16384.0;  // 32·32·16
 
 #ifdef SEQTAPE_SMALL_X86

@@ -186,9 +186,8 @@ const char* isa_name(dnnl::cpu_isa isa) {
 // Threads a oneDNN product runs on. Debian's oneDNN threads with OpenMP, whose idle workers
 // spin for a while after every parallel region unless OMP_WAIT_POLICY=passive was set before
 // the program started (libgomp reads it once, at load). Spinning workers fight OpenBLAS's and
-// seqtape's own threads for the cores: on this project's 2-core machine, under load, the
-// small model's largest product took 11.8 ms on two spinning threads against 0.30 ms on one
-// (0.57 ms for OpenBLAS on one). So oneDNN runs on one thread, which never starts a worker,
+// seqtape's own threads for the cores: under load, a product on two spinning threads took many
+// times as long as on one (docs/performance.md). So oneDNN runs on one thread (never a worker),
 // unless the environment made OpenMP's workers sleep; then big products (>= 2^27 FLOPs, the
 // line OpenBLAS's own threading draws, kernels.cpp) get the BLAS thread budget.
 int onednn_threads(int64_t m, int64_t n, int64_t k) {
@@ -504,11 +503,10 @@ Gemm part_of(const Gemm& g, Split along, int64_t r0, int64_t r1) {
 // products (onednn_threads), so a big product is instead split into one part per thread of
 // seqtape's budget (gemm_nt_rowwise_threads, which the BLAS thread setting sets), and each part
 // runs as a one-thread oneDNN product on its own thread, on that thread's primitives. A single
-// product is split along the longer of M and N, a batch along its batch axes. On this project's
-// 2-core machine (AVX-512, no AMX) one-thread oneDNN runs the float32 products of the training
-// configs at 180-230 GFLOP/s, about twice OpenBLAS 0.3.21's AVX2 kernels on one thread, and two
-// parts reach 300-400. bf16: each part rounds its own operands into dense copies (oneDNN's bf16
-// kernels take a strided view of a part only through gemm:jit, 2x slower than brgemm), so the
+// product is split along the longer of M and N, a batch along its batch axes (one-thread oneDNN
+// against OpenBLAS, and two parts against one: docs/performance.md). bf16: each part rounds its
+// own operands into dense copies (oneDNN's bf16 kernels take a strided view of a part only
+// through gemm:jit, slower than brgemm), so the
 // rounding is split too; the operand every part reads whole is rounded once.
 // The parts depend on the thread setting alone, never on which thread is free, so a product's
 // bits are the same whenever the setting is (the parts' primitives may sum in another order

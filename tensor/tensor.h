@@ -192,7 +192,6 @@ class Tensor {
   static Tensor adopt(void* data, Shape shape, DType dtype, void (*release)(void* owner),
                       void* owner);
   static Tensor zeros_like(const Tensor& t) { return Tensor(t.shape(), t.dtype()); }
-  static Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
 
   bool defined() const { return buf_.get() != nullptr; }
   const Shape& shape() const { return shape_; }

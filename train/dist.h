@@ -1,5 +1,5 @@
 #pragma once
-// Data-parallel training (issue 13): the processes of one training run and the collectives the
+// Data-parallel training: the processes of one training run and the collectives the
 // trainer needs between them. `mpirun -np N seqtape train …` gives N ranks over Open MPI
 // (dist_mpi.cpp, built when CMake finds MPI); without mpirun a run is one rank and nothing
 // here talks to anything.

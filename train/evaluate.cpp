@@ -59,6 +59,15 @@ std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const 
   return out;
 }
 
+metrics::Scores EvalResult::scores() const {
+  metrics::Scores s;
+  s.loss = loss, s.token_accuracy = token_accuracy;
+  s.decoded.segments = examples, s.decoded.exact = exact_match;
+  s.decoded.chrf = chrf, s.decoded.bleu = bleu, s.decoded.ter = ter;
+  s.decoded.wer = wer, s.decoded.per = per, s.decoded.cer = cer, s.decoded.ser = ser;
+  return s;
+}
+
 EvalResult evaluate(TransformerModel& model, const TextCodec& tok,
                     const std::vector<TextPair>& data, int64_t batch, int64_t eval_max) {
   EvalResult r;

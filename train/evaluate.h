@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "eval/metric_registry.h"
 #include "nn/transformer.h"
 #include "text/tokenizer.h"
 #include "train/dataset.h"
@@ -30,6 +31,8 @@ struct EvalResult {
   std::vector<std::string> hypotheses;  // the decoded texts, one per source, in data order
   // The first few greedy decodes, as (source, decoded text), to show what the model does.
   std::vector<std::pair<std::string, std::string>> samples;
+  // The figures above as the metric registry reads them (eval/metric_registry.h).
+  metrics::Scores scores() const;
 };
 
 // Greedy decoding without a cache on the training model (TransformerModel::greedy_uncached

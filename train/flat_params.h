@@ -1,5 +1,5 @@
 #pragma once
-// One flat buffer for the values of all parameters and one for their gradients (issue 14):
+// One flat buffer for the values of all parameters and one for their gradients:
 // every parameter's value and gradient become views into them, back to back in parameter
 // order. The optimizer and clipping then make single passes over each buffer
 // (train/optim.h detects the layout), and the gradient is one contiguous array.

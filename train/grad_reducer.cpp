@@ -44,10 +44,24 @@ GradReducer::GradReducer(const NamedParams& params, Communicator& comm, int64_t 
   }
   close();
   stats_.buckets = static_cast<int64_t>(buckets_.size());
+  for (size_t j = 0; j < params_.size(); ++j) param_index_[params_[j].second.impl()] = j;
+  use_generation_.assign(params_.size(), 0);
+  first_use_.assign(params_.size(), 0);
+  Tape::current().set_on_leaf_use([this](const VarImpl& v, size_t node) { on_leaf_use(v, node); });
 }
 
 GradReducer::~GradReducer() {
   Tape::current().set_after_node(nullptr);
+  Tape::current().set_on_leaf_use(nullptr);
+}
+
+void GradReducer::on_leaf_use(const VarImpl& v, size_t node) {
+  const auto it = param_index_.find(&v);
+  if (it == param_index_.end()) return;
+  const uint64_t generation = Tape::current().generation();
+  if (use_generation_[it->second] == generation) return;
+  use_generation_[it->second] = generation;
+  first_use_[it->second] = node;
 }
 
 void GradReducer::before_last_backward() {
@@ -55,10 +69,8 @@ void GradReducer::before_last_backward() {
   for (Bucket& b : buckets_) {
     // An unused parameter's gradient is final already: it does not hold the bucket back.
     b.ready_at = std::numeric_limits<size_t>::max();
-    for (size_t j : b.params) {
-      const VarImpl& v = *params_[j].second.impl();
-      if (v.use_generation == tape.generation()) b.ready_at = std::min(b.ready_at, v.first_use);
-    }
+    for (size_t j : b.params)
+      if (use_generation_[j] == tape.generation()) b.ready_at = std::min(b.ready_at, first_use_[j]);
   }
   next_ = 0;
   last_progress_ = now_seconds();

@@ -6,7 +6,8 @@
 //
 // Buckets take the parameters in reverse order (the last layers' gradients are written first)
 // up to bucket_bytes each. A bucket is ready once backward has run the first node that read
-// each of its parameters (VarImpl::first_use): later readers come before it in backward.
+// each of its parameters (noted from the tape's leaf-use hook in this reducer's side table):
+// later readers come before it in backward.
 // Buckets start strictly in order, the same on every rank, so every rank starts the same
 // collectives in the same order whatever its timing.
 //
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "train/dist.h"
@@ -60,6 +62,7 @@ class GradReducer {
   void pack(const Bucket& b, Tensor& into) const;
   void launch(Bucket& b);
   void on_node(size_t i);
+  void on_leaf_use(const VarImpl& v, size_t node);
 
   NamedParams params_;
   Communicator& comm_;
@@ -69,6 +72,11 @@ class GradReducer {
   size_t next_ = 0;  // the next bucket to start this step
   ReducerStats stats_;
   double last_progress_ = 0;
+  // The side table of the tape's leaf-use hook: per parameter, the tape generation in which an
+  // op first read it and that op's node index.
+  std::unordered_map<const VarImpl*, size_t> param_index_;
+  std::vector<uint64_t> use_generation_;
+  std::vector<size_t> first_use_;
 };
 
 }  // namespace seqtape

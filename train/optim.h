@@ -2,7 +2,8 @@
 // Optimizers, learning-rate schedules and gradient clipping over named parameters.
 // They read each parameter's gradient and update its value in place; the tape is not
 // involved. Optimizer state is exported as named tensors ("<param>.m", "<param>.v",
-// "<param>.momentum") so checkpoints can store and validate it.
+// "<param>.momentum") so checkpoints can store and validate it. The kinds: optim_sgd.cpp,
+// optim_adam.cpp, optim_lion.cpp, listed in optim_registry.cpp.
 
 #include <memory>
 #include <string>
@@ -16,20 +17,25 @@ namespace seqtape {
 
 using NamedParams = std::vector<std::pair<std::string, Var>>;
 
-enum class OptimizerKind { Sgd, Momentum, Adam, AdamW };
-OptimizerKind parse_optimizer(const std::string& name);  // "sgd" | "momentum" | "adam" | "adamw"
-std::string optimizer_name(OptimizerKind k);
-
 struct OptimizerConfig {
-  OptimizerKind kind = OptimizerKind::Adam;
-  double momentum = 0.9;                         // Momentum
-  double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;  // Adam(W)
-  double weight_decay = 0.0;  // AdamW: decoupled; others: ignored unless > 0 (L2 added to grad)
+  std::string kind = "adam";                     // a name in optimizer_kinds()
+  double momentum = 0.9;                         // momentum
+  double beta1 = 0.9, beta2 = 0.98, eps = 1e-9;  // adam, adamw; lion (beta1, beta2)
+  // adamw, lion: decoupled; the others: an L2 term added to the gradient when > 0
+  double weight_decay = 0.0;
 };
 
+// The interface every optimizer kind implements, one class per kind. The base class owns what
+// all kinds share: the parameters, the step count, the state buffers (each state tensor kind
+// lies back to back in parameter order in one buffer, like FlatParams' values, so that a flat
+// model is updated in one pass), the walk over flat or separate parameters, and the state's
+// checkpoint names "<param><suffix>" in parameter order.
 class Optimizer {
  public:
-  Optimizer(NamedParams params, OptimizerConfig cfg);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
   // One update with learning rate lr, from the gradients now held by the parameters times
   // grad_scale (the clipping factor, see clip_scale). Parameters without a gradient (frozen,
   // or unused this step) are left alone.
@@ -37,20 +43,71 @@ class Optimizer {
   int64_t steps() const { return t_; }
   const OptimizerConfig& config() const { return cfg_; }
 
-  // m and v: views into one buffer each, in parameter order.
+  // The state tensors: views into the live buffers, per parameter in suffix order.
   std::vector<NamedTensor> state() const;
   // Restores state(); every tensor must match a parameter's name and shape.
   void load_state(const std::vector<NamedTensor>& state, int64_t steps);
+  // Bytes of state kept per parameter element.
+  uint64_t state_bytes_per_parameter() const;
+
+  // What one update of elements [0, n) needs: the step (1-based, already counted), the rate
+  // and the clipping scale, applied as the gradient is read rather than in a pass of its own.
+  struct StepArgs {
+    int64_t t;
+    double lr, grad_scale;
+  };
+
+ protected:
+  // state_suffixes: the state tensors kept per parameter (at most two), e.g. {".m", ".v"}.
+  Optimizer(NamedParams params, OptimizerConfig cfg, std::vector<std::string> state_suffixes);
+  // Updates n elements of weights w from raw gradients g, with the state buffers s0 and s1
+  // (null when the kind keeps fewer). Called on disjoint ranges from several threads.
+  virtual void update(float* w, const float* g, float* s0, float* s1, int64_t n,
+                      const StepArgs& a) const = 0;
+  virtual void update(double* w, const double* g, double* s0, double* s1, int64_t n,
+                      const StepArgs& a) const = 0;
+  // The kernels::parallel_range cost of one element's update.
+  virtual double cost_per_element() const;
 
  private:
-  template <typename T>
-  void update(T* w, const T* g, T* m, T* v, int64_t n, double lr, double grad_scale, double bc1,
-              double bc2) const;
   NamedParams params_;
   OptimizerConfig cfg_;
-  std::vector<Tensor> m_, v_;  // first moment / momentum buffer, second moment
+  std::vector<std::string> suffixes_;
+  std::vector<std::vector<Tensor>> state_;  // [suffix][parameter]
   int64_t t_ = 0;
 };
+
+// Implements both dtypes' update() with one template: Kind has
+// `template <typename T> void apply(T* w, const T* g, T* s0, T* s1, int64_t n, const StepArgs&)`.
+template <class Kind>
+class ElementwiseOptimizer : public Optimizer {
+ protected:
+  using Optimizer::Optimizer;
+  void update(float* w, const float* g, float* s0, float* s1, int64_t n,
+              const StepArgs& a) const override {
+    static_cast<const Kind*>(this)->template apply<float>(w, g, s0, s1, n, a);
+  }
+  void update(double* w, const double* g, double* s0, double* s1, int64_t n,
+              const StepArgs& a) const override {
+    static_cast<const Kind*>(this)->template apply<double>(w, g, s0, s1, n, a);
+  }
+};
+
+// The registry of optimizer kinds (train/optim_registry.cpp): a new kind is its class in a file
+// of its own, a factory declared and listed there, and its test.
+struct OptimizerKind {
+  const char* name;  // the --optimizer value and the checkpoint's optimizer_name
+  const char* help;
+  int state_tensors;       // per parameter, each of the parameter's shape and dtype
+  const char* state_noun;  // in the memory budget's message, e.g. "Adam state"
+  std::unique_ptr<Optimizer> (*make)(NamedParams params, const OptimizerConfig& cfg);
+};
+const std::vector<OptimizerKind>& optimizer_kinds();
+// The kind named `name`; an Error naming the known ones otherwise.
+const OptimizerKind& find_optimizer(const std::string& name);
+// "sgd, momentum, adam, adamw, ..." in registry order.
+std::string optimizer_names(const char* separator = ", ");
+std::unique_ptr<Optimizer> make_optimizer(NamedParams params, const OptimizerConfig& cfg);
 
 // Learning rate at a step (1-based) and a fraction of the run's budget used (0 at the start, 1
 // when the steps or the --time-limit run out; see the trainer). Constant and WarmupInvSqrt (linear

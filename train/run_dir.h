@@ -1,5 +1,5 @@
 #pragma once
-// A run directory that cannot be lost or mixed (issue 10, item 6).
+// A run directory that cannot be lost or mixed.
 //
 // RunDir takes an exclusive flock(2) on <out>/.seqtape.lock for the life of the object, so a
 // second process writing the same run stops at once (an Error naming the lock file, exit 3),
@@ -24,7 +24,6 @@ class RunDir {
   ~RunDir();
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;
-  const std::string& lock_path() const { return lock_path_; }
 
  private:
   std::string lock_path_;

@@ -2,6 +2,7 @@
 
 #include <string_view>
 
+#include "eval/metric_registry.h"
 #include "tensor/tensor.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
@@ -17,7 +18,8 @@ constexpr bool kAgree = true, kPerProcess = false;  // across data-parallel rank
 // Only the evaluation's decoded metrics depend on how many examples are decoded.
 json decoded_examples(const RunFacts& f) {
   const std::string& m = f.opt.best_metric;
-  return m.empty() || m == "loss" ? json() : json(f.opt.eval_max);
+  const metrics::Metric* metric = metrics::find_metric(m);
+  return !metric || metric->teacher_forced ? json() : json(f.opt.eval_max);
 }
 
 // clang-format off
@@ -46,7 +48,7 @@ const std::vector<TrainOption> kTrainOptions = {
    [](const RunFacts& f) -> json { return f.opt.accum; }},
   // What a step does with the gradient.
   {"--optimizer", "optimizer.kind", kKept, kAgree,
-   [](const RunFacts& f) -> json { return optimizer_name(f.opt.optim.kind); }},
+   [](const RunFacts& f) -> json { return f.opt.optim.kind; }},
   {"--lr", "optimizer.lr", kKept, kAgree,
    [](const RunFacts& f) -> json { return f.opt.schedule.lr; }},
   {"--warmup", "optimizer.warmup", kKept, kAgree,

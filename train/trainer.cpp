@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 
+#include "eval/metric_registry.h"
 #include "io/checkpoint.h"
 #include "io/envelope.h"
 #include "io/weights.h"
@@ -290,8 +291,8 @@ void make_model_and_optimizer(const TrainOptions& opt, Run& run) {
   run.params = run.model->named_parameters();
   run.flat = std::make_unique<FlatParams>(run.params);
   run.ocfg = opt.optim;
-  if (run.resuming) run.ocfg.kind = parse_optimizer(run.resumed.optimizer_name);
-  run.optimizer = std::make_unique<Optimizer>(run.params, run.ocfg);
+  if (run.resuming) run.ocfg.kind = find_optimizer(run.resumed.optimizer_name).name;
+  run.optimizer = make_optimizer(run.params, run.ocfg);
   run.rng = Rng(opt.seed ^ 0x5eedull);
 }
 
@@ -449,8 +450,11 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
   choose_vocab_and_config(opt, pairs, run);
   record_run(opt, pairs, run);
   split_data(opt, std::move(pairs), run);
-  check_memory_budget(
-      training_memory(run.cfg, opt.batch, longest_example(run.split.train, run.cfg)), "train");
+  const OptimizerKind& kind =
+      find_optimizer(run.resuming ? run.resumed.optimizer_name : opt.optim.kind);
+  check_memory_budget(training_memory(run.cfg, opt.batch, longest_example(run.split.train, run.cfg),
+                                      kind.state_tensors * dtype_size(opt.dtype), kind.state_noun),
+                      "train");
   make_loader(opt, run);
   make_model_and_optimizer(opt, run);
   if (run.resuming) resume(run, log);
@@ -510,7 +514,7 @@ void log_summary(const TrainOptions& opt, const Run& run, std::ostream& log) {
       << (opt.batch_tokens > 0 ? "about " + std::to_string(opt.batch_tokens) + " tokens"
                                : "batch " + std::to_string(opt.batch))
       << (opt.accum > 1 ? " x " + std::to_string(opt.accum) + " accumulated" : "") << ", optimizer "
-      << optimizer_name(run.ocfg.kind) << ", lr " << opt.schedule.lr
+      << run.ocfg.kind << ", lr " << opt.schedule.lr
       << (run.resuming ? ", resumed at step " + std::to_string(run.step) : "") << "\n";
   if (run.comm->size() > 1)
     log << "data-parallel: " << run.comm->size() << " ranks (" << run.comm->describe()
@@ -546,7 +550,7 @@ Checkpoint checkpoint_of(const Run& run) {
   c.config_json = run.cfg.to_json().dump();
   c.vocab = run.vocab.tokens();
   c.params = named_tensors(*run.model);
-  c.optimizer_name = optimizer_name(run.ocfg.kind);
+  c.optimizer_name = run.ocfg.kind;
   c.optimizer_state = run.optimizer->state();
   c.step = run.step;
   c.rng_state = run.rng.state();
@@ -627,33 +631,11 @@ std::string write_average(const Run& run, const TrainOptions& opt, std::ostream&
   return out;
 }
 
-// The metrics --best-metric can keep best.bin by: each one's value, and whether lower is better.
-struct BestMetric {
-  const char* name;
-  bool lower_is_better;
-  double (*value)(const EvalResult&);
-};
-constexpr BestMetric kBestMetrics[] = {
-    {"loss", true, [](const EvalResult& e) { return e.loss; }},
-    {"chrf", false, [](const EvalResult& e) { return e.chrf; }},
-    {"bleu", false, [](const EvalResult& e) { return e.bleu; }},
-    {"exact", false, [](const EvalResult& e) { return e.exact_match; }},
-    {"ter", true, [](const EvalResult& e) { return e.ter; }},
-    {"wer", true, [](const EvalResult& e) { return e.wer; }},
-    {"per", true, [](const EvalResult& e) { return e.per; }},
-    {"cer", true, [](const EvalResult& e) { return e.cer; }},
-};
-
-const BestMetric* find_best_metric(const std::string& name) {
-  for (const BestMetric& m : kBestMetrics)
-    if (name == m.name) return &m;
-  return nullptr;
-}
-
 // The value of --best-metric in an evaluation, oriented so that larger is better.
 double score_of(const std::string& metric, const EvalResult& ev) {
-  const BestMetric* m = find_best_metric(metric);
-  return m->lower_is_better ? -m->value(ev) : m->value(ev);
+  const metrics::Metric* m = metrics::find_metric(metric);
+  const double v = m->value(ev.scores());
+  return m->lower_is_better ? -v : v;
 }
 
 // Updates best.bin after an evaluation; returns true when patience has run out.
@@ -844,20 +826,31 @@ MatmulChoice choose_matmul(const TrainOptions& opt) {
 std::string best_metric_problem(const TrainOptions& opt) {
   const std::string& m = opt.best_metric;
   if (m.empty()) return opt.patience > 0 ? "--patience needs --best-metric" : "";
-  if (!find_best_metric(m)) {
-    std::string names;
-    for (const BestMetric& b : kBestMetrics)
-      names += std::string(names.empty() ? "" : ", ") + b.name;
-    return "--best-metric must be one of " + names + " (got '" + m + "')";
-  }
+  const metrics::Metric* metric = metrics::find_metric(m);
+  if (!metric)
+    return "--best-metric must be one of " + metrics::metric_names() + " (got '" + m + "')";
   if (opt.eval_every <= 0)
     return "--best-metric " + m + " needs periodic evaluation: give --eval-every N";
-  if (m != "loss" && opt.eval_max <= 0)
+  if (!metric->teacher_forced && opt.eval_max <= 0)
     return "--best-metric " + m + " scores decoded outputs, which --eval-max 0 turns off";
   return "";
 }
 
 namespace {
+
+// The options train() refuses before it touches anything.
+void check_train_options(const TrainOptions& opt) {
+  if (opt.out_dir.empty()) fail("train", "no output directory (--out)");
+  if (opt.batch < 1) fail("train", "batch size must be >= 1");
+  if (opt.batch_tokens < 0) fail("train", "--batch-tokens must be >= 0 (0: batches of --batch)");
+  if (opt.keep_last < 0 || opt.average_last < 0)
+    fail("train", "--keep-last and --average-last must be >= 0");
+  if (opt.accum < 1 || opt.accum > TrainOptions::kMaxAccum)
+    fail("train", "--accum must be in [1, " + std::to_string(TrainOptions::kMaxAccum) + "], got " +
+                      std::to_string(opt.accum));
+  if (const std::string p = best_metric_problem(opt); !p.empty()) fail("train", p);
+}
+
 // opt.on_step's answer after step s: true (logged) ends the run.
 bool callback_stops(const TrainOptions& opt, const StepStats& s, TrainingLog& tlog,
                     std::ostream& out) {
@@ -868,18 +861,80 @@ bool callback_stops(const TrainOptions& opt, const StepStats& s, TrainingLog& tl
   out << "stopped by the step callback after step " << s.step << "\n";
   return true;
 }
+
+// After a step: whether this run stops now (a signal on any rank, early stopping, or rank 0's
+// clock past --time-limit), the same answer on every rank.
+bool stop_after_step(const Run& run, const TrainOptions& opt, Communicator& comm, TrainingLog& tlog,
+                     TrainReport& rep, std::ostream& out) {
+  const bool lead = comm.rank() == 0;
+  rep.stop_signal = StopSignals::received();
+  bool time_up = opt.time_limit > 0 && run_seconds(run) >= opt.time_limit;
+  if (comm.size() > 1) {  // every rank stops after the same step: rank 0's clock, any signal
+    double v[2] = {static_cast<double>(rep.stop_signal), lead && time_up ? 1.0 : 0.0};
+    comm.sum(v, 2, "agreeing whether to stop");
+    if (rep.stop_signal == 0 && v[0] > 0) rep.stop_signal = SIGTERM;  // another rank's signal
+    time_up = v[1] > 0;
+  }
+  if (rep.stop_signal != 0 || rep.early_stopped) return true;
+  if (time_up) {
+    tlog.break_line();
+    out << "time limit of " << opt.time_limit << " s reached at step " << run.step << "\n";
+    rep.timed_out = true;
+  }
+  return time_up;
+}
+
+// The steps until the budget, a signal, early stopping or the time limit ends them, with
+// periodic evaluation (rank 0), saves and synchronisation checks.
+void run_steps(Run& run, const TrainOptions& opt, Communicator& comm, TrainingLog& tlog,
+               TrainReport& rep, std::ostream& out, std::ostream& log) {
+  const bool lead = comm.rank() == 0;
+  while (run.step < run.total_steps && !rep.timed_out) {
+    comm.set_step(run.step + 1);
+    const StepStats s = train_step(run, opt, tlog);
+    rep.losses.push_back(s.loss);
+    rep.lrs.push_back(s.lr);
+    tlog.step(s);
+    if (opt.eval_every > 0 && s.step % opt.eval_every == 0 && s.step != run.total_steps) {
+      if (lead) {
+        const EvalResult ev = evaluate_run(run, opt);
+        tlog.evaluation(s.step, ev, true);
+        if (after_evaluation(run, opt, ev, log)) rep.early_stopped = true;
+      }
+      rep.early_stopped = agree_with_lead(comm, rep.early_stopped);
+    }
+    if (lead && opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run, opt);
+    if (opt.check_sync > 0 && s.step % opt.check_sync == 0) check_in_sync(run);
+    if (stop_after_step(run, opt, comm, tlog, rep, out)) break;
+    if (lead && callback_stops(opt, s, tlog, out)) break;
+  }
+}
+
+// Rank 0 after the last step: the final evaluation, best.bin's bookkeeping and the report.
+void finish_lead(Run& run, const TrainOptions& opt, TrainingLog& tlog, TrainReport& rep,
+                 std::ostream& log) {
+  if (rep.stop_signal != 0) {
+    log << "stopped by signal " << rep.stop_signal << " after step " << run.step << "; saved "
+        << run.ckpt_path << " (continue with --resume), " << tlog.finish() << "\n";
+    return;
+  }
+  rep.valid = evaluate_run(run, opt);
+  tlog.evaluation(run.step, rep.valid, false);
+  if (!rep.early_stopped) after_evaluation(run, opt, rep.valid, log);
+  rep.best_step = run.best_step;
+  rep.best_value = run.best_value;
+  log_validation(rep, tlog.finish(), log);
+  if (run.best_step >= 0)
+    log << "best.bin: step " << run.best_step << ", " << opt.best_metric << " "
+        << (metrics::find_metric(opt.best_metric)->lower_is_better ? -run.best_value
+                                                                   : run.best_value)
+        << "\n";
+}
+
 }  // namespace
 
 TrainReport train(const TrainOptions& opt, std::ostream& log) {
-  if (opt.out_dir.empty()) fail("train", "no output directory (--out)");
-  if (opt.batch < 1) fail("train", "batch size must be >= 1");
-  if (opt.batch_tokens < 0) fail("train", "--batch-tokens must be >= 0 (0: batches of --batch)");
-  if (opt.keep_last < 0 || opt.average_last < 0)
-    fail("train", "--keep-last and --average-last must be >= 0");
-  if (opt.accum < 1 || opt.accum > TrainOptions::kMaxAccum)
-    fail("train", "--accum must be in [1, " + std::to_string(TrainOptions::kMaxAccum) + "], got " +
-                      std::to_string(opt.accum));
-  if (const std::string p = best_metric_problem(opt); !p.empty()) fail("train", p);
+  check_train_options(opt);
   const std::shared_ptr<Communicator> comm = opt.comm ? opt.comm : single_process();
   const bool lead = comm->rank() == 0;
   int threads = opt.threads;
@@ -912,39 +967,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   rep.world_size = comm->size();
   const StopSignals signals;  // SIGINT/SIGTERM: save at the end of the step and stop
   rep.timed_out = time_spent(run, opt, out);
-  while (run.step < run.total_steps && !rep.timed_out) {
-    comm->set_step(run.step + 1);
-    const StepStats s = train_step(run, opt, tlog);
-    rep.losses.push_back(s.loss);
-    rep.lrs.push_back(s.lr);
-    tlog.step(s);
-    if (opt.eval_every > 0 && s.step % opt.eval_every == 0 && s.step != run.total_steps) {
-      if (lead) {
-        const EvalResult ev = evaluate_run(run, opt);
-        tlog.evaluation(s.step, ev, true);
-        if (after_evaluation(run, opt, ev, log)) rep.early_stopped = true;
-      }
-      rep.early_stopped = agree_with_lead(*comm, rep.early_stopped);
-    }
-    if (lead && opt.save_every > 0 && s.step % opt.save_every == 0) save_or_fail(run, opt);
-    if (opt.check_sync > 0 && s.step % opt.check_sync == 0) check_in_sync(run);
-    rep.stop_signal = StopSignals::received();
-    bool time_up = opt.time_limit > 0 && run_seconds(run) >= opt.time_limit;
-    if (comm->size() > 1) {  // every rank stops after the same step: rank 0's clock, any signal
-      double v[2] = {static_cast<double>(rep.stop_signal), lead && time_up ? 1.0 : 0.0};
-      comm->sum(v, 2, "agreeing whether to stop");
-      if (rep.stop_signal == 0 && v[0] > 0) rep.stop_signal = SIGTERM;  // another rank's signal
-      time_up = v[1] > 0;
-    }
-    if (rep.stop_signal != 0 || rep.early_stopped) break;
-    if (lead && callback_stops(opt, s, tlog, out)) break;
-    if (time_up) {
-      tlog.break_line();
-      out << "time limit of " << opt.time_limit << " s reached at step " << run.step << "\n";
-      rep.timed_out = true;
-      break;
-    }
-  }
+  run_steps(run, opt, *comm, tlog, rep, out, log);
   if (run.reducer) rep.allreduce = run.reducer->stats();
   tlog.break_line();
   rep.last_step = run.step;
@@ -960,26 +983,7 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (lead && run.last_saved != run.step) save_or_fail(run, opt);
   if (lead && opt.average_last > 0 && run.step > 0) rep.average = write_average(run, opt, out);
   Tape::current().clear();
-  if (!lead) {  // rank 0 evaluates and reports
-    Tape::current().set_anomaly(false);
-    return rep;
-  }
-  if (rep.stop_signal != 0) {
-    log << "stopped by signal " << rep.stop_signal << " after step " << run.step << "; saved "
-        << run.ckpt_path << " (continue with --resume), " << tlog.finish() << "\n";
-    Tape::current().set_anomaly(false);
-    return rep;
-  }
-  rep.valid = evaluate_run(run, opt);
-  tlog.evaluation(run.step, rep.valid, false);
-  if (!rep.early_stopped) after_evaluation(run, opt, rep.valid, log);
-  rep.best_step = run.best_step;
-  rep.best_value = run.best_value;
-  log_validation(rep, tlog.finish(), log);
-  if (run.best_step >= 0)
-    log << "best.bin: step " << run.best_step << ", " << opt.best_metric << " "
-        << (find_best_metric(opt.best_metric)->lower_is_better ? -run.best_value : run.best_value)
-        << "\n";
+  if (lead) finish_lead(run, opt, tlog, rep, log);  // rank 0 evaluates and reports
   Tape::current().set_anomaly(false);
   return rep;
 }

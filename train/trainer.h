@@ -138,10 +138,4 @@ std::string best_metric_problem(const TrainOptions& opt);
 
 TrainReport train(const TrainOptions& opt, std::ostream& log);
 
-// The teacher-forced logits of a batch, [B, T, V] (TransformerModel::logits; kept for the
-// benchmarks).
-inline Var batch_logits(TransformerModel& model, const Batch& b, Rng& rng) {
-  return model.logits(b, rng);
-}
-
 }  // namespace seqtape

@@ -21,68 +21,90 @@
 
 using namespace seqtape;
 
+namespace {
+
+// The worker's options: the seed preset on a few batches unless the arguments say otherwise.
+struct WorkerArgs {
+  TrainOptions o;
+  std::string data, fault;
+  int64_t fault_step = 3;
+  double timeout = 60;
+};
+
+WorkerArgs parse_args(int argc, char** argv) {
+  WorkerArgs w;
+  TrainOptions& o = w.o;
+  std::string& data = w.data;
+  std::string& fault = w.fault;
+  int64_t& fault_step = w.fault_step;
+  double& timeout = w.timeout;
+  o.model = preset("seed", 2);
+  o.steps = 10;
+  o.batch = 7;
+  o.clip = 0.1;  // small enough that clipping acts
+  o.schedule.lr = 0.01;
+  o.progress = 0;
+  o.eval_max = 0;
+  o.save_every = 0;
+  o.threads = 1;
+  o.verify_buckets = true;
+  o.bucket_bytes = 2048;  // several buckets even for the seed preset
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--data")
+      data = next();
+    else if (a == "--out")
+      o.out_dir = next();
+    else if (a == "--steps")
+      o.steps = std::stoll(next());
+    else if (a == "--batch")
+      o.batch = std::stoll(next());
+    else if (a == "--accum")
+      o.accum = std::stoll(next());
+    else if (a == "--float64")
+      o.dtype = DType::F64;
+    else if (a == "--clip")
+      o.clip = std::stod(next());
+    else if (a == "--bucket-bytes")
+      o.bucket_bytes = std::stoll(next());
+    else if (a == "--no-overlap")
+      o.overlap = false;
+    else if (a == "--save-every")
+      o.save_every = std::stoll(next());
+    else if (a == "--check-sync")
+      o.check_sync = std::stoll(next());
+    else if (a == "--timeout")
+      timeout = std::stod(next());
+    else if (a == "--resume")
+      o.resume = true;
+    else if (a == "--fault")
+      fault = next();
+    else if (a == "--fault-step")
+      fault_step = std::stoll(next());
+    else
+      throw std::runtime_error("unknown argument " + a);
+  }
+  return w;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::shared_ptr<Communicator> comm;
   try {
     comm = world_communicator();
-    TrainOptions o;
-    std::string data, fault;
-    int64_t fault_step = 3;
-    double timeout = 60;
-    o.model = preset("seed", 2);
-    o.steps = 10;
-    o.batch = 7;
-    o.clip = 0.1;  // small enough that clipping acts
-    o.schedule.lr = 0.01;
-    o.progress = 0;
-    o.eval_max = 0;
-    o.save_every = 0;
-    o.threads = 1;
-    o.verify_buckets = true;
-    o.bucket_bytes = 2048;  // several buckets even for the seed preset
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto next = [&]() -> std::string {
-        if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
-        return argv[++i];
-      };
-      if (a == "--data")
-        data = next();
-      else if (a == "--out")
-        o.out_dir = next();
-      else if (a == "--steps")
-        o.steps = std::stoll(next());
-      else if (a == "--batch")
-        o.batch = std::stoll(next());
-      else if (a == "--accum")
-        o.accum = std::stoll(next());
-      else if (a == "--float64")
-        o.dtype = DType::F64;
-      else if (a == "--clip")
-        o.clip = std::stod(next());
-      else if (a == "--bucket-bytes")
-        o.bucket_bytes = std::stoll(next());
-      else if (a == "--no-overlap")
-        o.overlap = false;
-      else if (a == "--save-every")
-        o.save_every = std::stoll(next());
-      else if (a == "--check-sync")
-        o.check_sync = std::stoll(next());
-      else if (a == "--timeout")
-        timeout = std::stod(next());
-      else if (a == "--resume")
-        o.resume = true;
-      else if (a == "--fault")
-        fault = next();
-      else if (a == "--fault-step")
-        fault_step = std::stoll(next());
-      else
-        throw std::runtime_error("unknown argument " + a);
-    }
-    o.data = data + "/train.tsv";
-    o.valid_data = data + "/valid.tsv";
-    o.vocab = data + "/vocab.txt";
-    comm->set_timeout(timeout);
+    WorkerArgs w = parse_args(argc, argv);
+    TrainOptions& o = w.o;
+    const std::string& fault = w.fault;
+    const int64_t fault_step = w.fault_step;
+    o.data = w.data + "/train.tsv";
+    o.valid_data = w.data + "/valid.tsv";
+    o.vocab = w.data + "/vocab.txt";
+    comm->set_timeout(w.timeout);
     o.comm = comm;
     const int rank = comm->rank();
     if (!fault.empty())

@@ -1,4 +1,4 @@
-// Data-parallel training over Open MPI (issue 13), run for real: mpirun starts 2 or 3 ranks of
+// Data-parallel training over Open MPI, run for real: mpirun starts 2 or 3 ranks of
 // dist_worker (train() with test hooks) or of the seqtape binary on loopback, oversubscribed
 // on this machine's cores. N ranks must give the model one rank gives with the same global
 // batch; a rank that fails, dies or hangs must end the whole job with a message, leaving the

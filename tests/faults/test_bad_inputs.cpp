@@ -57,9 +57,24 @@ class Workspace {
     train(o, log);
     const std::string good = read_file(dir_.file("run/checkpoint.bin"));
 
-    auto put = [&](const std::string& name, std::string_view bytes) {
-      write_file(dir_.file(name), bytes);
-    };
+    make_text_files();
+    make_damaged_checkpoints(good);
+    const Checkpoint c = load_checkpoint(dir_.file("run/checkpoint.bin"));
+    make_inconsistent_checkpoints(c);
+    make_hostile_files(c);
+    make_output_path_files(good);
+  }
+
+  void put(const std::string& name, std::string_view bytes) const {
+    write_file(dir_.file(name), bytes);
+  }
+  void save_as(const std::string& name, const Checkpoint& x) const {
+    fs::create_directories(dir_.path() / ("ck_" + name));
+    save_checkpoint(dir_.file("ck_" + name + "/checkpoint.bin"), x);
+  }
+
+  // Bad TSV data, vocabularies, subword directories and model configurations.
+  void make_text_files() const {
     // TSV data.
     put("bad/empty.tsv", "");
     put("bad/blank_lines.tsv", "\n   \n\r\n");
@@ -108,7 +123,10 @@ class Workspace {
     put("bad/config_bad_heads.json", R"({"vocab_size": 10, "d_model": 6, "n_heads": 4})");
     put("bad/config_array.json", "[1, 2]");
     put("bad/config_huge_number.json", R"({"vocab_size": 10, "d_model": 1e999})");
+  }
 
+  // Damaged copies of a good checkpoint's bytes.
+  void make_damaged_checkpoints(const std::string& good) const {
     // Checkpoints, each in its own run directory so `train --resume --out` finds it.
     auto ckpt = [&](const std::string& name, std::string_view bytes) {
       put("ck_" + name + "/checkpoint.bin", bytes);
@@ -129,12 +147,10 @@ class Workspace {
     ckpt("trailing_bytes", good + "junk");
     ckpt("good", good);
     put("best_only/best.bin", good);
+  }
 
-    const Checkpoint c = load_checkpoint(dir_.file("run/checkpoint.bin"));
-    auto save_as = [&](const std::string& name, const Checkpoint& x) {
-      fs::create_directories(dir_.path() / ("ck_" + name));
-      save_checkpoint(dir_.file("ck_" + name + "/checkpoint.bin"), x);
-    };
+  // Checksum-valid checkpoints whose contents disagree with themselves, and a bad export.
+  void make_inconsistent_checkpoints(const Checkpoint& c) const {
     Checkpoint other = c;  // a checkpoint of a wider model than its weights
     auto cfg = nlohmann::json::parse(other.config_json);
     cfg["d_model"] = 8;
@@ -169,8 +185,11 @@ class Workspace {
     SafetensorsFile st = read_safetensors(dir_.file("bad/export_no_spm/model.safetensors"));
     st.metadata["tokenizer"] = "sentencepiece";
     write_safetensors(dir_.file("bad/export_no_spm/model.safetensors"), st.tensors, st.metadata);
+  }
 
-    // Issue 11: special files, huge sparse files, links that loop.
+  // Hostile sizes, special files and links, and checkpoints with out-of-range fields.
+  void make_hostile_files(const Checkpoint& c) const {
+    // Special files, huge sparse files, links that loop.
     ::mkfifo(dir_.file("bad/fifo").c_str(), 0644);
     fs::create_symlink("loop", dir_.path() / "bad/loop");
     for (const char* name : {"bad/huge.tsv", "bad/huge_vocab.txt", "bad/huge_config.json"}) {
@@ -193,12 +212,11 @@ class Workspace {
     Checkpoint f64 = c;  // float64 parameters: same shapes, another dtype
     for (auto& p : f64.params) p.value = p.value.to(DType::F64);
     save_as("float64_params", f64);
-    make_issue38_files(good);
   }
 
   // Outputs that are one of the command's inputs: each row its own copies under o/ (a refusal
-  // that fails destroys them), and the files of the other issue-38 rows.
-  void make_issue38_files(const std::string& good) {
+  // that fails destroys them), and the files of the other rows.
+  void make_output_path_files(const std::string& good) {
     auto put = [&](const std::string& name, std::string_view bytes) {
       write_file(dir_.file(name), bytes);
     };
@@ -1046,7 +1064,7 @@ const std::vector<Row>& rows() {
        {"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--suppress", "<eot>"},
        kUsage,
        {"--suppress", "'<eot>'", "vocabulary"}},
-      // ---- issue 11: hostile sizes, special files, inconsistent checkpoints --------------------
+      // ---- hostile sizes, special files, inconsistent checkpoints ------------------------------
       {"i11_max_positions_beyond_int32",
        "--max-positions 4294967596 (wraps to 300 as int)",
        train_with({"--max-positions", "4294967596"}),
@@ -1602,7 +1620,7 @@ TEST(GenerateCli, EndTokenEndsLikeEos) {
   EXPECT_EQ(ended["cache_lengths"].size(), 1u);  // one step: the end token was selected there
 }
 
-// ---- issue 11: the good side of the fixes ---------------------------------------------------
+// ---- the good side of the fixes --------------------------------------------------------------
 
 // A --config without vocab_size takes it from the vocabulary (it used to be refused).
 TEST(Issue11, ConfigWithoutVocabSizeTakesItFromTheVocabulary) {
@@ -1979,7 +1997,7 @@ TEST(EvalCli, ModelPrintsEveryMetric) {
   EXPECT_GT(j["examples"].get<int64_t>(), 0);
 }
 
-// eval decodes --batch sources at once, in order of length: the hypotheses (in data order) and
+// eval decodes --batch-size sources at once, in order of length: the hypotheses (in data order) and
 // the decoding metrics are those of one source at a time, for greedy and beam search.
 TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
   const std::string dir = Workspace::get().dir();
@@ -2007,7 +2025,7 @@ TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
       const std::string out = std::string("eval_hyps_") + beam + "_" + std::to_string(k) + ".txt";
       const CliResult r =
           run_cli({"eval", "--model", "eval_run", "--data", "eval_lengths.tsv", "--json", "--beam",
-                   beam, "--batch", k ? "5" : "1", "--out", out},
+                   beam, "--batch-size", k ? "5" : "1", "--out", out},
                   dir);
       ASSERT_EQ(r.exit_code, 0) << r.err;
       EXPECT_EQ(r.err, "") << "no progress line off a terminal";
@@ -2030,6 +2048,29 @@ TEST(EvalCli, BatchedDecodingGivesTheHypothesesOfOneAtATime) {
          {"examples", "exact_match", "chrf", "bleu", "ter", "wer", "per", "cer", "ser"})
       EXPECT_EQ(metrics[1][m], metrics[0][m]) << m << ", beam " << beam;
   }
+}
+
+// eval's batch is --batch-size, as generate's; the old --batch still works for the scripts that
+// use it, but --help shows only the new spelling.
+TEST(EvalCli, BatchSizeAsGenerateAndTheOldSpellingAsAHiddenAlias) {
+  const std::string dir = Workspace::get().dir();
+  std::string out[2];
+  for (int k = 0; k < 2; ++k) {
+    const CliResult r = run_cli({"eval", "--model", "run/checkpoint.bin", "--data",
+                                 "data/valid.tsv", "--json", k ? "--batch" : "--batch-size", "3"},
+                                dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    out[k] = r.out;
+  }
+  EXPECT_EQ(out[0], out[1]);
+  const CliResult zero = run_cli(
+      {"eval", "--model", "run/checkpoint.bin", "--data", "data/valid.tsv", "--batch-size", "0"},
+      dir);
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_HAS(zero.err, "--batch-size must be >= 1");
+  const CliResult help = run_cli({"eval", "--help"}, dir);
+  EXPECT_HAS(help.out, "--batch-size");
+  EXPECT_EQ(help.out.find("--batch "), std::string::npos) << help.out;
 }
 
 // vocab refuses a directory that already holds a vocabulary before it learns (a minute on real

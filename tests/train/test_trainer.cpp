@@ -17,6 +17,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
+#include "model/memory_budget.h"
 #include "tensor/matmul_backend.h"
 #include "tests/test_util.h"
 #include "train/copy_task.h"
@@ -300,8 +301,8 @@ NamedParams one_param(std::vector<float> w, std::vector<float> g) {
 
 TEST(Optimizers, SgdIsTheReferenceUpdate) {
   NamedParams ps = one_param({1.f, 2.f}, {0.5f, -1.f});
-  Optimizer opt(ps, OptimizerConfig{OptimizerKind::Sgd});
-  opt.step(0.001);  // W ← W − η·∂L/∂W with the reference's η
+  std::unique_ptr<Optimizer> opt = make_optimizer(ps, OptimizerConfig{"sgd"});
+  opt->step(0.001);  // W ← W − η·∂L/∂W with the reference's η
   EXPECT_FLOAT_EQ(ps[0].second.value().get(0), 1.f - 0.001f * 0.5f);
   EXPECT_FLOAT_EQ(ps[0].second.value().get(1), 2.f + 0.001f);
 }
@@ -309,10 +310,10 @@ TEST(Optimizers, SgdIsTheReferenceUpdate) {
 TEST(Optimizers, AdamFirstStepMovesByLrTimesSign) {
   NamedParams ps = one_param({1.f, 2.f}, {0.5f, -3.f});
   OptimizerConfig c;
-  c.kind = OptimizerKind::Adam;
+  c.kind = "adam";
   c.eps = 1e-12;
-  Optimizer opt(ps, c);
-  opt.step(0.1);  // bias-corrected m/√v = sign(g) on the first step
+  std::unique_ptr<Optimizer> opt = make_optimizer(ps, c);
+  opt->step(0.1);  // bias-corrected m/√v = sign(g) on the first step
   EXPECT_NEAR(ps[0].second.value().get(0), 0.9, 1e-6);
   EXPECT_NEAR(ps[0].second.value().get(1), 2.1, 1e-6);
 }
@@ -323,8 +324,8 @@ TEST(Optimizers, AdamFirstStepMovesByLrTimesSign) {
 // parameters whose sizes leave every kind of tail, one of them big enough to split over threads.
 TEST(Optimizers, AdamFloatKeepsTheScalarFormulasBits) {
   Rng r(21);
-  for (OptimizerKind kind : {OptimizerKind::Adam, OptimizerKind::AdamW}) {
-    SCOPED_TRACE(optimizer_name(kind));
+  for (std::string kind : {"adam", "adamw"}) {
+    SCOPED_TRACE(kind);
     NamedParams ps;
     std::vector<std::vector<float>> w, g;
     for (int64_t n : {1, 7, 15, 16, 17, 40, 100003}) {
@@ -341,20 +342,19 @@ TEST(Optimizers, AdamFloatKeepsTheScalarFormulasBits) {
     OptimizerConfig c;
     c.kind = kind;
     c.weight_decay = 0.01;
-    Optimizer opt(ps, c);
+    std::unique_ptr<Optimizer> opt = make_optimizer(ps, c);
     std::vector<std::vector<float>> m(w.size()), v(w.size());
     for (size_t i = 0; i < w.size(); ++i) m[i].assign(w[i].size(), 0.f), v[i] = m[i];
     const double lrs[] = {1e-3, 3e-3, 2e-3}, scale = 0.7;
     for (int t = 1; t <= 3; ++t) {
       const double lr = lrs[t - 1];
-      opt.step(lr, scale);
+      opt->step(lr, scale);
       const double bc1 = 1 - std::pow(c.beta1, t), bc2 = 1 - std::pow(c.beta2, t);
       const float gs = static_cast<float>(scale), b1 = static_cast<float>(c.beta1),
                   b2 = static_cast<float>(c.beta2), step = static_cast<float>(lr / bc1),
                   denom = static_cast<float>(1 / std::sqrt(bc2)), eps = static_cast<float>(c.eps),
-                  l2 = kind == OptimizerKind::AdamW ? 0.f : static_cast<float>(c.weight_decay),
-                  decay =
-                      kind == OptimizerKind::AdamW ? static_cast<float>(lr * c.weight_decay) : 0.f;
+                  l2 = kind == "adamw" ? 0.f : static_cast<float>(c.weight_decay),
+                  decay = kind == "adamw" ? static_cast<float>(lr * c.weight_decay) : 0.f;
       for (size_t i = 0; i < w.size(); ++i) {
         const Tensor& got = ps[i].second.value();
         for (size_t j = 0; j < w[i].size(); ++j) {
@@ -376,11 +376,11 @@ TEST(Optimizers, AdamFloatKeepsTheScalarFormulasBits) {
 TEST(Optimizers, MomentumAccumulates) {
   NamedParams ps = one_param({0.f}, {1.f});
   OptimizerConfig c;
-  c.kind = OptimizerKind::Momentum;
+  c.kind = "momentum";
   c.momentum = 0.5;
-  Optimizer opt(ps, c);
-  opt.step(1.0);  // u = 1
-  opt.step(1.0);  // u = 1.5 (same gradient kept)
+  std::unique_ptr<Optimizer> opt = make_optimizer(ps, c);
+  opt->step(1.0);  // u = 1
+  opt->step(1.0);  // u = 1.5 (same gradient kept)
   EXPECT_FLOAT_EQ(ps[0].second.value().get(0), -2.5f);
 }
 
@@ -437,20 +437,48 @@ TEST(Clipping, NonFiniteNormIsAnErrorNamingTheParameter) {
 
 TEST(Optimizers, StateRoundTripsAndRejectsAnotherShape) {
   NamedParams ps = one_param({1.f, 2.f}, {0.5f, -3.f});
-  Optimizer opt(ps, OptimizerConfig{});
-  opt.step(0.1);
-  auto st = opt.state();
+  std::unique_ptr<Optimizer> opt = make_optimizer(ps, OptimizerConfig{});
+  opt->step(0.1);
+  auto st = opt->state();
   ASSERT_EQ(st.size(), 2u);
   EXPECT_EQ(st[0].name, "w.m");
   EXPECT_EQ(st[1].name, "w.v");
   NamedParams ps2 = one_param({1.f, 2.f}, {0.5f, -3.f});
-  Optimizer opt2(ps2, OptimizerConfig{});
+  std::unique_ptr<Optimizer> opt2 = make_optimizer(ps2, OptimizerConfig{});
   std::vector<NamedTensor> copy;
   for (auto& t : st) copy.push_back({t.name, t.value.clone()});
-  opt2.load_state(copy, 1);
-  EXPECT_EQ(opt2.steps(), 1);
+  opt2->load_state(copy, 1);
+  EXPECT_EQ(opt2->steps(), 1);
   copy[0].value = Tensor::zeros({3}, DType::F32);
-  EXPECT_THROW(opt2.load_state(copy, 1), Error);
+  EXPECT_THROW(opt2->load_state(copy, 1), Error);
+}
+
+// Every registered kind keeps the state its registry row declares (which the memory budget reads
+// before any optimizer exists), under "<param><suffix>" names, and restores it.
+TEST(Optimizers, EveryKindKeepsTheStateItsRegistryRowDeclares) {
+  for (const OptimizerKind& kind : optimizer_kinds()) {
+    SCOPED_TRACE(kind.name);
+    NamedParams ps = one_param({1.f, 2.f, 3.f}, {0.5f, -3.f, 1.f});
+    OptimizerConfig c;
+    c.kind = kind.name;
+    std::unique_ptr<Optimizer> opt = make_optimizer(ps, c);
+    opt->step(0.1);
+    EXPECT_EQ(opt->state().size(), static_cast<size_t>(kind.state_tensors));
+    EXPECT_EQ(opt->state_bytes_per_parameter(), kind.state_tensors * sizeof(float));
+    for (const NamedTensor& t : opt->state()) EXPECT_EQ(t.name.rfind("w.", 0), 0u) << t.name;
+    EXPECT_EQ(find_optimizer(kind.name).name, kind.name);
+  }
+  EXPECT_THROW(find_optimizer("adagrad"), Error);
+}
+
+// The memory budget counts the chosen optimizer's state, not Adam's whatever was chosen.
+TEST(Optimizers, MemoryBudgetCountsTheOptimizersState) {
+  const ModelConfig cfg = preset("seed", 10);
+  const MemoryNeed adam = training_memory(cfg, 4, 8, 8, "Adam state");
+  const MemoryNeed sgd = training_memory(cfg, 4, 8, 0, "");
+  EXPECT_EQ(adam.bytes - sgd.bytes, 8 * parameter_count(cfg));
+  EXPECT_NE(adam.what.find("Adam state"), std::string::npos) << adam.what;
+  EXPECT_EQ(sgd.what.find("state"), std::string::npos) << sgd.what;
 }
 
 TEST(Export, SafetensorsHoldEveryParameterUnderItsDottedName) {
