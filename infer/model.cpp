@@ -9,6 +9,7 @@
 
 #include "infer/load.h"
 #include "io/weights.h"
+#include "model/blocks.h"
 #include "model/param_names.h"
 #include "model/sinusoidal.h"
 #include "tensor/kernels.h"
@@ -44,11 +45,6 @@ class ParamTable {
   std::map<std::string, const Tensor*> by_name_;
 };
 
-// "<parent>.<leaf>": a dotted parameter path.
-std::string dotted(const std::string& parent, const std::string& leaf) {
-  return parent + "." + leaf;
-}
-
 AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig& c) {
   AttnParams a;
   a.wq = t.get(dotted(p, pn::kWq));
@@ -61,50 +57,32 @@ AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig
   a.bo = t.maybe(dotted(p, pn::kBo), c.attn_bias);
   return a;
 }
-NormParams take_norm(ParamTable& t, const std::string& p, const ModelConfig& c) {
-  const bool on = c.norm != NormPlacement::None;
-  return {t.maybe(dotted(p, pn::kGamma), on), t.maybe(dotted(p, pn::kBeta), on)};
+// Undefined (no name): no norm.
+NormParams take_norm(ParamTable& t, const std::string& parent, const std::string& name) {
+  if (name.empty()) return {};
+  const std::string p = dotted(parent, name);
+  return {t.get(dotted(p, pn::kGamma)), t.get(dotted(p, pn::kBeta))};
 }
 FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
   return {t.get(dotted(p, pn::kW1)), t.maybe(dotted(p, pn::kB1), c.ffn_bias),
           t.get(dotted(p, pn::kW2)), t.maybe(dotted(p, pn::kB2), c.ffn_bias)};
 }
-// A stack's final norm: pre-norm only.
-NormParams take_final_norm(ParamTable& t, const char* stack, const ModelConfig& c) {
-  if (c.norm != NormPlacement::Pre) return {};
-  return take_norm(t, dotted(stack, pn::kFinalNorm), c);
-}
 
-std::vector<EncoderLayerParams> take_encoder_layers(ParamTable& t, const ModelConfig& c) {
-  std::vector<EncoderLayerParams> layers;
-  for (int64_t i = 0; i < c.n_encoder_layers; ++i) {
-    const std::string p = stack_layer_path(pn::kEncoder, i);
-    EncoderLayerParams l;
-    l.self_attn = take_attention(t, dotted(p, pn::kSelfAttn), c);
-    l.self_norm = take_norm(t, dotted(p, norm_name(1)), c);
-    l.ffn = take_ffn(t, dotted(p, pn::kFfn), c);
-    l.ffn_norm = take_norm(t, dotted(p, norm_name(2)), c);
-    layers.push_back(std::move(l));
-  }
-  return layers;
-}
-
-// A seq2seq decoder layer has a cross-attention block between self-attention and feed-forward.
-std::vector<DecoderLayerParams> take_decoder_layers(ParamTable& t, const ModelConfig& c,
-                                                    bool cross_attention) {
-  std::vector<DecoderLayerParams> layers;
-  for (int64_t i = 0; i < c.n_decoder_layers; ++i) {
-    const std::string p = stack_layer_path(pn::kDecoder, i);
-    int sublayer = 0;
-    DecoderLayerParams l;
-    l.self_attn = take_attention(t, dotted(p, pn::kSelfAttn), c);
-    l.self_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
-    if (cross_attention) {
-      l.cross_attn = take_attention(t, dotted(p, pn::kCrossAttn), c);
-      l.cross_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
+// A stack's layers as model/blocks.h lists them.
+std::vector<LayerParams> take_layers(ParamTable& t, const StackDesc& stack, const ModelConfig& c) {
+  std::vector<LayerParams> layers;
+  for (const LayerDesc& desc : stack.layers) {
+    LayerParams l;
+    for (const SublayerDesc& sub : desc.sublayers) {
+      SublayerParams& s = l.sublayers.emplace_back();
+      s.kind = sub.kind;
+      const std::string p = dotted(desc.path, sub.name);
+      if (sub.kind == SublayerKind::FeedForward)
+        s.ffn = take_ffn(t, p, c);
+      else
+        s.attn = take_attention(t, p, c);
+      s.norm = take_norm(t, desc.path, sub.norm);
     }
-    l.ffn = take_ffn(t, dotted(p, pn::kFfn), c);
-    l.ffn_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
     layers.push_back(std::move(l));
   }
   return layers;
@@ -143,13 +121,11 @@ Tensor packed(const Tensor& w, bool out_in = false) {
   return t;
 }
 
-void pack_attention(AttnParams& a) {
-  for (Tensor* w : {&a.wq, &a.wk, &a.wv, &a.wo}) *w = packed(*w);
-}
-
-void pack_ffn(FfnParams& f) {
-  f.w1 = packed(f.w1);
-  f.w2 = packed(f.w2);
+void pack_layers(std::vector<LayerParams>& layers) {
+  for (LayerParams& l : layers)
+    for (SublayerParams& s : l.sublayers)
+      for (Tensor* w : {&s.attn.wq, &s.attn.wk, &s.attn.wv, &s.attn.wo, &s.ffn.w1, &s.ffn.w2})
+        if (w->defined()) *w = packed(*w);
 }
 
 }  // namespace
@@ -171,27 +147,27 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   ParamTable table(params, where);
   embed_ = table.get(dotted(pn::kEmbed, pn::kWeight));  // [V, C]
   positions_ = take_positions(table, cfg_);             // [P, C]
-  if (seq2seq()) {
-    encoder_ = take_encoder_layers(table, cfg_);
-    encoder_final_ = take_final_norm(table, pn::kEncoder, cfg_);
+  const ModelBlocks blocks = model_blocks(cfg_);
+  if (const StackDesc* e = blocks.encoder()) {
+    encoder_ = take_layers(table, *e, cfg_);
+    encoder_final_ = take_norm(table, e->name, e->final_norm);
   }
-  decoder_ = take_decoder_layers(table, cfg_, seq2seq());
-  decoder_final_ = take_final_norm(table, pn::kDecoder, cfg_);
+  decoder_ = take_layers(table, blocks.decoder(), cfg_);
+  decoder_final_ = take_norm(table, blocks.decoder().name, blocks.decoder().final_norm);
   tied_ = cfg_.tie_output;
   if (!tied_) out_w_ = table.get(dotted(pn::kOutProj, pn::kWeight));  // [C, V]
   out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));                // [V]
   if (layout_ == WeightLayout::Decode) {
-    for (EncoderLayerParams& l : encoder_) {
-      pack_attention(l.self_attn);
-      pack_ffn(l.ffn);
-    }
-    for (DecoderLayerParams& l : decoder_) {
-      pack_attention(l.self_attn);
-      if (seq2seq()) pack_attention(l.cross_attn);
-      pack_ffn(l.ffn);
-    }
+    pack_layers(encoder_);
+    pack_layers(decoder_);
     out_w_ = tied_ ? packed(embed_, true) : packed(out_w_);  // from [V, C] or [C, V]
   }
+}
+
+const SublayerParams& LayerParams::sublayer(SublayerKind kind) const {
+  for (const SublayerParams& s : sublayers)
+    if (s.kind == kind) return s;
+  fail("LayerParams", "the layer has no sublayer of this kind");
 }
 
 InferenceModel InferenceModel::load(const std::string& path, WeightLayout layout) {
