@@ -133,6 +133,8 @@ void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w,
 }
 
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps) {
+  if (p.kind == NormKind::RmsNorm)
+    return kernels::rms_norm_rows<float>(x, p.gamma.data<float>(), y, nullptr, N, C, eps);
   kernels::layer_norm_rows<float>(x, p.gamma.data<float>(), p.beta.data<float>(), y, nullptr,
                                   nullptr, N, C, eps);
 }

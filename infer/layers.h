@@ -95,7 +95,7 @@ void embed_tokens(const InferenceModel& m, const int32_t* tokens, const int64_t*
 void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w, const Tensor& b,
             float* y, MatrixLayout layout, std::optional<Activation> act = std::nullopt);
 
-// y [N, C] = LN(x) with the norm's gamma and beta (y may be x).
+// y [N, C] = LN(x) with the norm's gamma and beta, or RMSNorm with its gamma (y may be x).
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps);
 
 }  // namespace seqtape

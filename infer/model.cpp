@@ -58,10 +58,12 @@ AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig
   return a;
 }
 // Undefined (no name): no norm.
-NormParams take_norm(ParamTable& t, const std::string& parent, const std::string& name) {
+NormParams take_norm(ParamTable& t, const std::string& parent, const std::string& name,
+                     const ModelConfig& c) {
   if (name.empty()) return {};
   const std::string p = dotted(parent, name);
-  return {t.get(dotted(p, pn::kGamma)), t.get(dotted(p, pn::kBeta))};
+  const bool beta = c.norm_kind == NormKind::LayerNorm;
+  return {t.get(dotted(p, pn::kGamma)), t.maybe(dotted(p, pn::kBeta), beta), c.norm_kind};
 }
 FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
   return {t.get(dotted(p, pn::kW1)), t.maybe(dotted(p, pn::kB1), c.ffn_bias),
@@ -81,7 +83,7 @@ std::vector<LayerParams> take_layers(ParamTable& t, const StackDesc& stack, cons
         s.ffn = take_ffn(t, p, c);
       else
         s.attn = take_attention(t, p, c);
-      s.norm = take_norm(t, desc.path, sub.norm);
+      s.norm = take_norm(t, desc.path, sub.norm, c);
     }
     layers.push_back(std::move(l));
   }
@@ -150,10 +152,10 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   const ModelBlocks blocks = model_blocks(cfg_);
   if (const StackDesc* e = blocks.encoder()) {
     encoder_ = take_layers(table, *e, cfg_);
-    encoder_final_ = take_norm(table, e->name, e->final_norm);
+    encoder_final_ = take_norm(table, e->name, e->final_norm, cfg_);
   }
   decoder_ = take_layers(table, blocks.decoder(), cfg_);
-  decoder_final_ = take_norm(table, blocks.decoder().name, blocks.decoder().final_norm);
+  decoder_final_ = take_norm(table, blocks.decoder().name, blocks.decoder().final_norm, cfg_);
   tied_ = cfg_.tie_output;
   if (!tied_) out_w_ = table.get(dotted(pn::kOutProj, pn::kWeight));  // [C, V]
   out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));                // [V]

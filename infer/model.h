@@ -47,9 +47,10 @@ struct AttnParams {
   Tensor wq, bq, wk, bk, wv, bv, wo, bo;
 };
 
-// gamma, beta [C]; both undefined with norm placement none.
+// gamma, beta [C] (no beta for RMSNorm); both undefined with norm placement none.
 struct NormParams {
   Tensor gamma, beta;
+  NormKind kind = NormKind::LayerNorm;
   bool defined() const { return gamma.defined(); }
 };
 

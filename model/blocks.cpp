@@ -70,6 +70,7 @@ std::vector<ParamSpec> sublayer_params(const ModelConfig& c, SublayerKind kind) 
 
 std::vector<ParamSpec> norm_params(const ModelConfig& c) {
   if (c.norm == NormPlacement::None) return {};
+  if (c.norm_kind == NormKind::RmsNorm) return {{pn::kGamma, {c.d_model}}};
   return {{pn::kGamma, {c.d_model}}, {pn::kBeta, {c.d_model}}};
 }
 

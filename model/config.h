@@ -21,17 +21,22 @@ enum class Activation { Relu, Gelu, Tanh };
 // final LayerNorm after each stack. None: x = x + Sub(x), no LayerNorm parameters at all.
 enum class NormPlacement { Post, Pre, None };
 enum class PosEncoding { Sinusoidal, Learned, None };
+// LayerNorm: (x − mean)/sqrt(var + eps)·γ + β. RmsNorm (T5, LLaMA): x/sqrt(mean(x²) + eps)·γ, no
+// mean and no β. Placed where NormPlacement says.
+enum class NormKind { LayerNorm, RmsNorm };
 
 const char* to_string(Arch a);
 const char* to_string(Activation a);
 const char* to_string(NormPlacement n);
 const char* to_string(PosEncoding p);
+const char* to_string(NormKind k);
 // Parse the JSON/CLI spelling ("seq2seq", "relu", "post", "sinusoidal", ...); throws Error
 // listing the accepted names.
 Arch parse_arch(const std::string& s);
 Activation parse_activation(const std::string& s);
 NormPlacement parse_norm_placement(const std::string& s);
 PosEncoding parse_pos_encoding(const std::string& s);
+NormKind parse_norm_kind(const std::string& s);
 
 // The largest max_positions (token positions are int32 everywhere; nothing longer is trained).
 inline constexpr int64_t kMaxPositions = int64_t{1} << 20;
@@ -46,6 +51,7 @@ struct ModelConfig {
   int64_t d_ff = 256;  // F
   Activation activation = Activation::Relu;
   NormPlacement norm = NormPlacement::Post;
+  NormKind norm_kind = NormKind::LayerNorm;
   PosEncoding pos_encoding = PosEncoding::Sinusoidal;
   double pe_base = 10000.0;  // sinusoidal: angle = p / pe_base^(2i/C)
   double dropout = 0.0;

@@ -87,16 +87,19 @@ Var PositionalEncoding::forward(int64_t T) const {
 
 // ---- LayerNorm ----------------------------------------------------------------------------
 
-LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
+LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype, NormKind kind) : eps_(eps), kind_(kind) {
   gamma_ = register_parameter(pn::kGamma, {dim}, dtype, ParamInit::ones());  // [C]
-  beta_ = register_parameter(pn::kBeta, {dim}, dtype, ParamInit::zeros());   // [C]
+  if (kind == NormKind::LayerNorm)
+    beta_ = register_parameter(pn::kBeta, {dim}, dtype, ParamInit::zeros());  // [C]
 }
 
 Var LayerNorm::forward(const Var& x) const {
+  if (kind_ == NormKind::RmsNorm) return rms_norm(x, gamma_, eps_);
   return layer_norm(x, gamma_, beta_, eps_);
 }
 
 Var LayerNorm::forward_add(const Var& x, const Var& res) const {
+  if (kind_ == NormKind::RmsNorm) return rms_norm(add(x, res), gamma_, eps_);
   return add_layer_norm(x, res, gamma_, beta_, eps_);
 }
 

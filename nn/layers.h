@@ -77,10 +77,12 @@ class PositionalEncoding : public Module {
   Var table_;  // constant (sinusoidal) or parameter (learned)
 };
 
+// The configured norm: LayerNorm, or RMSNorm (kind RmsNorm: no mean, no beta).
 class LayerNorm : public Module {
  public:
-  LayerNorm(int64_t dim, double eps, DType dtype);  // `gamma` [C] = 1, `beta` [C] = 0
-  Var forward(const Var& x) const;                  // [..., C] -> [..., C]
+  // `gamma` [C] = 1, `beta` [C] = 0 (LayerNorm only)
+  LayerNorm(int64_t dim, double eps, DType dtype, NormKind kind = NormKind::LayerNorm);
+  Var forward(const Var& x) const;  // [..., C] -> [..., C]
   // LN(x + res) as one fused op (the post-norm residual); [..., C], [..., C] -> [..., C]
   Var forward_add(const Var& x, const Var& res) const;
 
@@ -88,6 +90,7 @@ class LayerNorm : public Module {
   Var gamma_;
   Var beta_;
   double eps_;
+  NormKind kind_;
 };
 
 // w2·act(w1·x + b1) + b2, i.e. y = act(x·w1 + b1)·w2 + b2 in the [in, out] layout.

@@ -16,7 +16,7 @@ namespace {
 
 std::unique_ptr<LayerNorm> make_norm(const ModelConfig& cfg, DType dtype) {
   if (cfg.norm == NormPlacement::None) return nullptr;
-  return std::make_unique<LayerNorm>(cfg.d_model, cfg.layer_norm_eps, dtype);
+  return std::make_unique<LayerNorm>(cfg.d_model, cfg.layer_norm_eps, dtype, cfg.norm_kind);
 }
 
 // One residual sublayer in the configured placement:
