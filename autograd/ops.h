@@ -59,6 +59,7 @@ Var sqrt(const Var& a);
 Var tanh(const Var& a);
 Var relu(const Var& a);
 Var gelu(const Var& a);  // exact: x·Φ(x)
+Var silu(const Var& a);  // x·σ(x), the gate of SwiGLU
 
 inline Var operator+(const Var& a, const Var& b) {
   return add(a, b);

@@ -27,6 +27,8 @@ kernels::Act act_of(Activation a) {
       return kernels::Act::Gelu;
     case Activation::Tanh:
       return kernels::Act::Tanh;
+    case Activation::Swiglu:  // the gate's nonlinearity (feed_forward_block multiplies)
+      return kernels::Act::Silu;
   }
   return kernels::Act::Relu;
 }
@@ -185,6 +187,12 @@ void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParam
                         int64_t N, const BlockScratch& s) {
   const float* a_in = sublayer_input(d, norm, x, N, s.in);
   linear(a_in, N, d.C, d.F, w.w1, w.b1, s.hid, d.weights, d.activation);
+  if (d.activation == Activation::Swiglu) {  // hid = silu(x·W1 + b1) ⊙ (x·W3 + b3)
+    thread_local std::vector<float> gate;    // grows to the largest call, then no allocation
+    if (int64_t(gate.size()) < N * d.F) gate.resize(size_t(N * d.F));
+    linear(a_in, N, d.C, d.F, w.w3, w.b3, gate.data(), d.weights);
+    for (int64_t i = 0; i < N * d.F; ++i) s.hid[i] *= gate[i];
+  }
   linear(s.hid, N, d.F, d.C, w.w2, w.b2, s.out, d.weights);
   residual(d, norm, x, s.out, N);
 }

@@ -66,8 +66,10 @@ NormParams take_norm(ParamTable& t, const std::string& parent, const std::string
   return {t.get(dotted(p, pn::kGamma)), t.maybe(dotted(p, pn::kBeta), beta), c.norm_kind};
 }
 FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
-  return {t.get(dotted(p, pn::kW1)), t.maybe(dotted(p, pn::kB1), c.ffn_bias),
-          t.get(dotted(p, pn::kW2)), t.maybe(dotted(p, pn::kB2), c.ffn_bias)};
+  const bool gate = c.activation == Activation::Swiglu;
+  return {t.get(dotted(p, pn::kW1)),         t.maybe(dotted(p, pn::kB1), c.ffn_bias),
+          t.get(dotted(p, pn::kW2)),         t.maybe(dotted(p, pn::kB2), c.ffn_bias),
+          t.maybe(dotted(p, pn::kW3), gate), t.maybe(dotted(p, pn::kB3), gate && c.ffn_bias)};
 }
 
 // A stack's layers as model/blocks.h lists them.
@@ -126,7 +128,8 @@ Tensor packed(const Tensor& w, bool out_in = false) {
 void pack_layers(std::vector<LayerParams>& layers) {
   for (LayerParams& l : layers)
     for (SublayerParams& s : l.sublayers)
-      for (Tensor* w : {&s.attn.wq, &s.attn.wk, &s.attn.wv, &s.attn.wo, &s.ffn.w1, &s.ffn.w2})
+      for (Tensor* w :
+           {&s.attn.wq, &s.attn.wk, &s.attn.wv, &s.attn.wo, &s.ffn.w1, &s.ffn.w2, &s.ffn.w3})
         if (w->defined()) *w = packed(*w);
 }
 

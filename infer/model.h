@@ -58,6 +58,7 @@ struct NormParams {
 // undefined without ffn_bias.
 struct FfnParams {
   Tensor w1, b1, w2, b2;
+  Tensor w3, b3;  // SwiGLU's gate: w3 [C, F] (packed as w1), b3 [F]; undefined otherwise
 };
 
 // One residual sublayer of a layer, as model/blocks.h lists it: attention (self or cross) or

@@ -58,6 +58,10 @@ std::vector<ParamSpec> sublayer_params(const ModelConfig& c, SublayerKind kind) 
     if (c.ffn_bias) p.push_back({pn::kB1, {F}});
     p.push_back({pn::kW2, {F, C}});
     if (c.ffn_bias) p.push_back({pn::kB2, {C}});
+    if (c.activation == Activation::Swiglu) {
+      p.push_back({pn::kW3, {C, F}});
+      if (c.ffn_bias) p.push_back({pn::kB3, {F}});
+    }
     return p;
   }
   for (auto [w, b] : {std::pair{pn::kWq, pn::kBq}, std::pair{pn::kWk, pn::kBk},

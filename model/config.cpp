@@ -24,8 +24,10 @@ struct EnumNames<Arch> {
 template <>
 struct EnumNames<Activation> {
   static constexpr const char* what = "activation";
-  static constexpr std::pair<Activation, const char*> table[] = {
-      {Activation::Relu, "relu"}, {Activation::Gelu, "gelu"}, {Activation::Tanh, "tanh"}};
+  static constexpr std::pair<Activation, const char*> table[] = {{Activation::Relu, "relu"},
+                                                                 {Activation::Gelu, "gelu"},
+                                                                 {Activation::Tanh, "tanh"},
+                                                                 {Activation::Swiglu, "swiglu"}};
 };
 template <>
 struct EnumNames<NormPlacement> {

@@ -93,7 +93,8 @@ class LayerNorm : public Module {
   NormKind kind_;
 };
 
-// w2·act(w1·x + b1) + b2, i.e. y = act(x·w1 + b1)·w2 + b2 in the [in, out] layout.
+// w2·act(w1·x + b1) + b2, i.e. y = act(x·w1 + b1)·w2 + b2 in the [in, out] layout; SwiGLU:
+// y = (silu(x·w1 + b1) ⊙ (x·w3 + b3))·w2 + b2.
 class FeedForward : public Module {
  public:
   // `w1` [C, F], `b1` [F], `w2` [F, C], `b2` [C] (biases only if bias)
@@ -101,7 +102,7 @@ class FeedForward : public Module {
   Var forward(const Var& x) const;  // [..., C] -> [..., C]
 
  private:
-  Var w1_, b1_, w2_, b2_;
+  Var w1_, b1_, w2_, b2_, w3_, b3_;  // w3, b3: SwiGLU only
   Activation act_;
 };
 

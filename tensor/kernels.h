@@ -75,7 +75,7 @@ void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
 // What a linear layer does to the product: y[i, j] += bias[j] (when bias is set), then y =
 // act(y) (when `activate`): the very operations of add_row_bias and activate, done by the
 // thread that summed the outputs, right after them (a split call runs them in parallel).
-enum class Act { Relu, Gelu, Tanh };
+enum class Act { Relu, Gelu, Tanh, Silu };
 struct RowwiseEpilogue {
   const float* bias = nullptr;
   bool activate = false;

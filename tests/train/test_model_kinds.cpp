@@ -53,6 +53,16 @@ std::vector<Variant> variants() {
          c.arch = Arch::DecoderOnly;
          c.n_encoder_layers = 0;
        }},
+      {"swiglu", [](ModelConfig& c) { c.activation = Activation::Swiglu; }},
+      {"swiglu_rmsnorm_pre_decoder_only_no_bias",
+       [](ModelConfig& c) {
+         c.activation = Activation::Swiglu;
+         c.norm_kind = NormKind::RmsNorm;
+         c.norm = NormPlacement::Pre;
+         c.arch = Arch::DecoderOnly;
+         c.n_encoder_layers = 0;
+         c.ffn_bias = false;
+       }},
   };
 }
 
@@ -251,6 +261,15 @@ TEST(ModelKindsTorch, RmsNormIsTheT5LlamaFormula) {
   Var x(values(rng, {3, 5}), true);
   expect_matches_torch("x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * gamma",
                        inputs_of(norm, x, rng), [&] { return norm.forward(x); });
+}
+
+TEST(ModelKindsTorch, SwiGluIsTheLlamaFeedForward) {
+  Rng rng(4);
+  FeedForward ffn(4, 6, Activation::Swiglu, true, DType::F64);
+  Var x(values(rng, {2, 3, 4}), true);
+  // the [in, out] layout: x @ W
+  expect_matches_torch("(F.silu(x @ w1 + b1) * (x @ w3 + b3)) @ w2 + b2", inputs_of(ffn, x, rng),
+                       [&] { return ffn.forward(x); });
 }
 
 }  // namespace
