@@ -190,12 +190,22 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
            {rand_t(rng, {3, 4})});
   add_case("log_softmax", "[2,3,4]", [](const std::vector<Var>& v) { return log_softmax(v[0]); },
            {rand_t(rng, {2, 3, 4}, -2, 2)});
+  add_case("silu", "[3,5]", [](const std::vector<Var>& v) { return silu(v[0]); },
+           {rand_t(rng, {3, 5}, -4, 4)});
+  add_case("silu_gate", "silu(a[2,3,4]) ⊙ b[2,3,4], SwiGLU's product",
+           [](const std::vector<Var>& v) { return mul(silu(v[0]), v[1]); },
+           {rand_t(rng, {2, 3, 4}, -3, 3), rand_t(rng, {2, 3, 4})});
   add_case("layer_norm", "[4,6] γ[6] β[6]",
            [](const std::vector<Var>& v) { return layer_norm(v[0], v[1], v[2]); },
            {rand_t(rng, {4, 6}, -2, 2), rand_t(rng, {6}, 0.5, 1.5), rand_t(rng, {6})});
   add_case("layer_norm", "[2,3,4] γ[4] β[4]",
            [](const std::vector<Var>& v) { return layer_norm(v[0], v[1], v[2]); },
            {rand_t(rng, {2, 3, 4}, -2, 2), rand_t(rng, {4}, 0.5, 1.5), rand_t(rng, {4})});
+  add_case("rms_norm", "[4,6] γ[6]", [](const std::vector<Var>& v) { return rms_norm(v[0], v[1]); },
+           {rand_t(rng, {4, 6}, -2, 2), rand_t(rng, {6}, 0.5, 1.5)});
+  add_case("rms_norm", "[2,3,4] γ[4]",
+           [](const std::vector<Var>& v) { return rms_norm(v[0], v[1]); },
+           {rand_t(rng, {2, 3, 4}, -2, 2), rand_t(rng, {4}, -1.5, 1.5)});
   add_case("add_layer_norm", "x[2,3,4] + r[2,3,4], γ[4] β[4]",
            [](const std::vector<Var>& v) { return add_layer_norm(v[0], v[1], v[2], v[3]); },
            {rand_t(rng, {2, 3, 4}, -2, 2), rand_t(rng, {2, 3, 4}, -2, 2),

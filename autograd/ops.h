@@ -59,6 +59,7 @@ Var sqrt(const Var& a);
 Var tanh(const Var& a);
 Var relu(const Var& a);
 Var gelu(const Var& a);  // exact: x·Φ(x)
+Var silu(const Var& a);  // x·σ(x), the gate of SwiGLU
 
 inline Var operator+(const Var& a, const Var& b) {
   return add(a, b);
@@ -121,6 +122,8 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-
 // Fused residual + LayerNorm: layer_norm(x + res, gamma, beta, eps) in one node (the post-norm
 // sublayer's LN(x + f(x))); saves the sum, mean and rstd, and writes the sum's gradient
 // straight into both inputs.
+// RMSNorm over the last axis: x·γ / sqrt(mean(x²) + eps), γ [C] (no mean, no bias).
+Var rms_norm(const Var& x, const Var& gamma, double eps = 1e-5);
 Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta,
                    double eps = 1e-5);
 // Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p). Identity

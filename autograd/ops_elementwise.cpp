@@ -243,6 +243,18 @@ Var relu(const Var& a) {
       "relu", a, [](auto x) { return x > 0 ? x : decltype(x)(0); },
       [](auto g, auto x, auto) { return x > 0 ? g : decltype(g)(0); });
 }
+// silu(a) = a·σ(a) = a / (1 + e^−a) (kernels::Act::Silu's expression); d silu: da += g·σ·(1 + a·(1
+// − σ))
+Var silu(const Var& a) {
+  return unary(
+      "silu", a, [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); },
+      [](auto g, auto x, auto) {
+        using T = decltype(x);
+        const T s = T(1) / (T(1) + std::exp(-x));
+        return g * s * (T(1) + x * (T(1) - s));
+      },
+      kernels::kCostTranscendental);
+}
 // gelu(a) = a·Φ(a); d gelu: da += g·(Φ(a) + a·φ(a))
 Var gelu(const Var& a) {
   return unary(

@@ -239,7 +239,58 @@ void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, cons
   });
 }
 
+// x̂ = x·rstd;  dγ += Σ_rows g·x̂;  dx = rstd·(ĝ − x̂·mean(ĝ·x̂)) with ĝ = g·γ. dγ summed in fixed
+// blocks of rows as layer_norm_backward's.
+template <typename T>
+void rms_norm_backward(const T* px, const T* pg, const T* g, const T* rs, int64_t r, int64_t c,
+                       const detail::GradWriter<T>& dx, T* dg) {
+  if (!dx.d && !dg) return;
+  T* const sums[1] = {dg};
+  const double cost = double(c) * (dx.d ? 5 : 2) * kernels::kCostSimple;
+  kernels::rows_with_column_sums(r, c, cost, sums, [&](int64_t i, T* part) {
+    const T* xr = px + i * c;
+    const T* gr = g + i * c;
+    const T s = rs[i];
+    if (dg)
+      for (int64_t j = 0; j < c; ++j) part[j] += gr[j] * (xr[j] * s);
+    if (!dx.d) return;
+    const T m = kernels::row_sum<T>(c, [&](int64_t j) { return gr[j] * pg[j] * (xr[j] * s); }) /
+                static_cast<T>(c);
+    dx.write(i * c, (i + 1) * c, [&](int64_t e) {
+      const int64_t j = e - i * c;
+      return s * (gr[j] * pg[j] - xr[j] * s * m);
+    });
+  });
+}
+
 }  // namespace
+
+Var rms_norm(const Var& x, const Var& gamma, double eps) {
+  profile::Scope prof_("rms_norm", profile::Phase::Forward);
+  const int64_t c = last_dim(x, "rms_norm");
+  detail::check_same_dtype(x, gamma, "rms_norm");
+  if (gamma.shape() != Shape{c})
+    fail("rms_norm", "gamma " + shape_str(gamma.shape()) + " must be [" + std::to_string(c) +
+                         "] for input " + shape_str(x.shape()));
+  const int64_t r = c ? x.numel() / c : 0;
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  Tensor rstd = Tensor::empty({r}, x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::rms_norm_rows<T>(x.value().data<T>(), gamma.value().data<T>(), out.data<T>(),
+                              rstd.data<T>(), r, c, eps);
+  });
+  return make_result("rms_norm", std::move(out), wants_grad({&x, &gamma}),
+                     [xi = x.shared(), gi = gamma.shared(), rstd, r, c](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         rms_norm_backward<T>(xi->value.data<T>(), gi->value.data<T>(),
+                                              o.grad.data<T>(), rstd.data<T>(), r, c,
+                                              detail::GradWriter<T>::of(*xi),
+                                              detail::GradWriter<T>::accumulate(*gi).d);
+                       });
+                     });
+}
 
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
   profile::Scope prof_("layer_norm", profile::Phase::Forward);

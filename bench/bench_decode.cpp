@@ -100,15 +100,18 @@ std::vector<Gemv> step_weights(const InferenceModel& m) {
   std::vector<Gemv> g;
   const int64_t C = m.config().d_model, F = m.config().d_ff, V = m.config().vocab_size;
   const MatrixLayout t = m.matrix_layout();
-  for (const DecoderLayerParams& l : m.decoder_layers()) {
-    for (const Tensor* w : {&l.self_attn.wq, &l.self_attn.wk, &l.self_attn.wv, &l.self_attn.wo})
-      g.push_back({w->data<float>(), C, C, t});
-    if (m.seq2seq())
-      for (const Tensor* w : {&l.cross_attn.wq, &l.cross_attn.wo})
-        g.push_back({w->data<float>(), C, C, t});
-    g.push_back({l.ffn.w1.data<float>(), C, F, t});
-    g.push_back({l.ffn.w2.data<float>(), F, C, t});
-  }
+  for (const LayerParams& l : m.decoder_layers())
+    for (const SublayerParams& s : l.sublayers) {
+      if (s.kind == SublayerKind::FeedForward) {
+        g.push_back({s.ffn.w1.data<float>(), C, F, t});
+        g.push_back({s.ffn.w2.data<float>(), F, C, t});
+      } else if (s.kind == SublayerKind::SelfAttention) {
+        for (const Tensor* w : {&s.attn.wq, &s.attn.wk, &s.attn.wv, &s.attn.wo})
+          g.push_back({w->data<float>(), C, C, t});
+      } else {  // cross K/V are projected once per source
+        for (const Tensor* w : {&s.attn.wq, &s.attn.wo}) g.push_back({w->data<float>(), C, C, t});
+      }
+    }
   g.push_back({m.out_weight().data<float>(), C, V, m.out_weight_layout()});
   return g;
 }

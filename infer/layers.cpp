@@ -27,6 +27,8 @@ kernels::Act act_of(Activation a) {
       return kernels::Act::Gelu;
     case Activation::Tanh:
       return kernels::Act::Tanh;
+    case Activation::Swiglu:  // the gate's nonlinearity (feed_forward_block multiplies)
+      return kernels::Act::Silu;
   }
   return kernels::Act::Relu;
 }
@@ -153,6 +155,8 @@ void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w,
 }
 
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps) {
+  if (p.kind == NormKind::RmsNorm)
+    return kernels::rms_norm_rows<float>(x, p.gamma.data<float>(), y, nullptr, N, C, eps);
   kernels::layer_norm_rows<float>(x, p.gamma.data<float>(), p.beta.data<float>(), y, nullptr,
                                   nullptr, N, C, eps);
 }
@@ -203,6 +207,12 @@ void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParam
                         int64_t N, const BlockScratch& s) {
   const float* a_in = sublayer_input(d, norm, x, N, s.in);
   project(a_in, N, d.C, d.F, w.w1, w.qw1, w.b1, s.hid, d.weights, d.activation);
+  if (d.activation == Activation::Swiglu) {  // hid = silu(x·W1 + b1) ⊙ (x·W3 + b3)
+    thread_local std::vector<float> gate;    // grows to the largest call, then no allocation
+    if (int64_t(gate.size()) < N * d.F) gate.resize(size_t(N * d.F));
+    project(a_in, N, d.C, d.F, w.w3, w.qw3, w.b3, gate.data(), d.weights);
+    for (int64_t i = 0; i < N * d.F; ++i) s.hid[i] *= gate[i];
+  }
   project(s.hid, N, d.F, d.C, w.w2, w.qw2, w.b2, s.out, d.weights);
   residual(d, norm, x, s.out, N);
 }

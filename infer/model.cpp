@@ -9,6 +9,7 @@
 
 #include "infer/load.h"
 #include "io/weights.h"
+#include "model/blocks.h"
 #include "model/param_names.h"
 #include "model/sinusoidal.h"
 #include "tensor/kernels.h"
@@ -44,11 +45,6 @@ class ParamTable {
   std::map<std::string, const Tensor*> by_name_;
 };
 
-// "<parent>.<leaf>": a dotted parameter path.
-std::string dotted(const std::string& parent, const std::string& leaf) {
-  return parent + "." + leaf;
-}
-
 AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig& c) {
   AttnParams a;
   a.wq = t.get(dotted(p, pn::kWq));
@@ -61,54 +57,42 @@ AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig
   a.bo = t.maybe(dotted(p, pn::kBo), c.attn_bias);
   return a;
 }
-NormParams take_norm(ParamTable& t, const std::string& p, const ModelConfig& c) {
-  const bool on = c.norm != NormPlacement::None;
-  return {t.maybe(dotted(p, pn::kGamma), on), t.maybe(dotted(p, pn::kBeta), on)};
+// Undefined (no name): no norm.
+NormParams take_norm(ParamTable& t, const std::string& parent, const std::string& name,
+                     const ModelConfig& c) {
+  if (name.empty()) return {};
+  const std::string p = dotted(parent, name);
+  const bool beta = c.norm_kind == NormKind::LayerNorm;
+  return {t.get(dotted(p, pn::kGamma)), t.maybe(dotted(p, pn::kBeta), beta), c.norm_kind};
 }
 FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
+  const bool gate = c.activation == Activation::Swiglu;
   return {t.get(dotted(p, pn::kW1)),
           t.maybe(dotted(p, pn::kB1), c.ffn_bias),
           t.get(dotted(p, pn::kW2)),
           t.maybe(dotted(p, pn::kB2), c.ffn_bias),
+          t.maybe(dotted(p, pn::kW3), gate),
+          t.maybe(dotted(p, pn::kB3), gate && c.ffn_bias),
           {},
-          {}};
-}
-// A stack's final norm: pre-norm only.
-NormParams take_final_norm(ParamTable& t, const char* stack, const ModelConfig& c) {
-  if (c.norm != NormPlacement::Pre) return {};
-  return take_norm(t, dotted(stack, pn::kFinalNorm), c);
+          {},
+          {}};  // quantized by quantize_weights() when the compute type asks
 }
 
-std::vector<EncoderLayerParams> take_encoder_layers(ParamTable& t, const ModelConfig& c) {
-  std::vector<EncoderLayerParams> layers;
-  for (int64_t i = 0; i < c.n_encoder_layers; ++i) {
-    const std::string p = stack_layer_path(pn::kEncoder, i);
-    EncoderLayerParams l;
-    l.self_attn = take_attention(t, dotted(p, pn::kSelfAttn), c);
-    l.self_norm = take_norm(t, dotted(p, norm_name(1)), c);
-    l.ffn = take_ffn(t, dotted(p, pn::kFfn), c);
-    l.ffn_norm = take_norm(t, dotted(p, norm_name(2)), c);
-    layers.push_back(std::move(l));
-  }
-  return layers;
-}
-
-// A seq2seq decoder layer has a cross-attention block between self-attention and feed-forward.
-std::vector<DecoderLayerParams> take_decoder_layers(ParamTable& t, const ModelConfig& c,
-                                                    bool cross_attention) {
-  std::vector<DecoderLayerParams> layers;
-  for (int64_t i = 0; i < c.n_decoder_layers; ++i) {
-    const std::string p = stack_layer_path(pn::kDecoder, i);
-    int sublayer = 0;
-    DecoderLayerParams l;
-    l.self_attn = take_attention(t, dotted(p, pn::kSelfAttn), c);
-    l.self_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
-    if (cross_attention) {
-      l.cross_attn = take_attention(t, dotted(p, pn::kCrossAttn), c);
-      l.cross_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
+// A stack's layers as model/blocks.h lists them.
+std::vector<LayerParams> take_layers(ParamTable& t, const StackDesc& stack, const ModelConfig& c) {
+  std::vector<LayerParams> layers;
+  for (const LayerDesc& desc : stack.layers) {
+    LayerParams l;
+    for (const SublayerDesc& sub : desc.sublayers) {
+      SublayerParams& s = l.sublayers.emplace_back();
+      s.kind = sub.kind;
+      const std::string p = dotted(desc.path, sub.name);
+      if (sub.kind == SublayerKind::FeedForward)
+        s.ffn = take_ffn(t, p, c);
+      else
+        s.attn = take_attention(t, p, c);
+      s.norm = take_norm(t, desc.path, sub.norm, c);
     }
-    l.ffn = take_ffn(t, dotted(p, pn::kFfn), c);
-    l.ffn_norm = take_norm(t, dotted(p, norm_name(++sublayer)), c);
     layers.push_back(std::move(l));
   }
   return layers;
@@ -147,13 +131,12 @@ Tensor packed(const Tensor& w, bool out_in = false) {
   return t;
 }
 
-void pack_attention(AttnParams& a) {
-  for (Tensor* w : {&a.wq, &a.wk, &a.wv, &a.wo}) *w = packed(*w);
-}
-
-void pack_ffn(FfnParams& f) {
-  f.w1 = packed(f.w1);
-  f.w2 = packed(f.w2);
+void pack_layers(std::vector<LayerParams>& layers) {
+  for (LayerParams& l : layers)
+    for (SublayerParams& s : l.sublayers)
+      for (Tensor* w :
+           {&s.attn.wq, &s.attn.wk, &s.attn.wv, &s.attn.wo, &s.ffn.w1, &s.ffn.w2, &s.ffn.w3})
+        if (w->defined()) *w = packed(*w);
 }
 
 // W [in, out] → quantized as [out, in]; the float32 tensor is let go (a checkpoint's is freed
@@ -165,27 +148,28 @@ QuantWeight quantized(Tensor& w, ComputeType t) {
   return q;
 }
 
-void quantize_attention(AttnParams& a, ComputeType t) {
-  a.qwq = quantized(a.wq, t);
-  a.qwk = quantized(a.wk, t);
-  a.qwv = quantized(a.wv, t);
-  a.qwo = quantized(a.wo, t);
-}
-
-void quantize_ffn(FfnParams& f, ComputeType t) {
-  f.qw1 = quantized(f.w1, t);
-  f.qw2 = quantized(f.w2, t);
+void quantize_layers(std::vector<LayerParams>& layers, ComputeType t) {
+  for (LayerParams& l : layers)
+    for (SublayerParams& s : l.sublayers)
+      for (auto [w, q] : {std::pair{&s.attn.wq, &s.attn.qwq}, std::pair{&s.attn.wk, &s.attn.qwk},
+                          std::pair{&s.attn.wv, &s.attn.qwv}, std::pair{&s.attn.wo, &s.attn.qwo},
+                          std::pair{&s.ffn.w1, &s.ffn.qw1}, std::pair{&s.ffn.w2, &s.ffn.qw2},
+                          std::pair{&s.ffn.w3, &s.ffn.qw3}})
+        if (w->defined()) *q = quantized(*w, t);
 }
 
 size_t matrix_bytes(const Tensor& w, const QuantWeight& q) {
   return q ? q->bytes() : w.defined() ? size_t(w.numel()) * sizeof(float) : 0;
 }
-size_t attention_bytes(const AttnParams& a) {
-  return matrix_bytes(a.wq, a.qwq) + matrix_bytes(a.wk, a.qwk) + matrix_bytes(a.wv, a.qwv) +
-         matrix_bytes(a.wo, a.qwo);
-}
-size_t ffn_bytes(const FfnParams& f) {
-  return matrix_bytes(f.w1, f.qw1) + matrix_bytes(f.w2, f.qw2);
+size_t layers_bytes(const std::vector<LayerParams>& layers) {
+  size_t b = 0;
+  for (const LayerParams& l : layers)
+    for (const SublayerParams& s : l.sublayers)
+      b += matrix_bytes(s.attn.wq, s.attn.qwq) + matrix_bytes(s.attn.wk, s.attn.qwk) +
+           matrix_bytes(s.attn.wv, s.attn.qwv) + matrix_bytes(s.attn.wo, s.attn.qwo) +
+           matrix_bytes(s.ffn.w1, s.ffn.qw1) + matrix_bytes(s.ffn.w2, s.ffn.qw2) +
+           matrix_bytes(s.ffn.w3, s.ffn.qw3);
+  return b;
 }
 
 }  // namespace
@@ -210,27 +194,21 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   ParamTable table(params, where);
   embed_ = table.get(dotted(pn::kEmbed, pn::kWeight));  // [V, C]
   positions_ = take_positions(table, cfg_);             // [P, C]
-  if (seq2seq()) {
-    encoder_ = take_encoder_layers(table, cfg_);
-    encoder_final_ = take_final_norm(table, pn::kEncoder, cfg_);
+  const ModelBlocks blocks = model_blocks(cfg_);
+  if (const StackDesc* e = blocks.encoder()) {
+    encoder_ = take_layers(table, *e, cfg_);
+    encoder_final_ = take_norm(table, e->name, e->final_norm, cfg_);
   }
-  decoder_ = take_decoder_layers(table, cfg_, seq2seq());
-  decoder_final_ = take_final_norm(table, pn::kDecoder, cfg_);
+  decoder_ = take_layers(table, blocks.decoder(), cfg_);
+  decoder_final_ = take_norm(table, blocks.decoder().name, blocks.decoder().final_norm, cfg_);
   tied_ = cfg_.tie_output;
   if (!tied_) out_w_ = table.get(dotted(pn::kOutProj, pn::kWeight));  // [C, V]
   out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));                // [V]
   if (compute_ != ComputeType::F32) {
     quantize_weights();
   } else if (layout_ == WeightLayout::Decode) {
-    for (EncoderLayerParams& l : encoder_) {
-      pack_attention(l.self_attn);
-      pack_ffn(l.ffn);
-    }
-    for (DecoderLayerParams& l : decoder_) {
-      pack_attention(l.self_attn);
-      if (seq2seq()) pack_attention(l.cross_attn);
-      pack_ffn(l.ffn);
-    }
+    pack_layers(encoder_);
+    pack_layers(decoder_);
     out_w_ = tied_ ? packed(embed_, true) : packed(out_w_);  // from [V, C] or [C, V]
   }
 }
@@ -242,25 +220,21 @@ void InferenceModel::quantize_weights() {
       std::make_shared<const QuantMatrix>(quantize(compute_, embed_.data<float>(), V, C, C, 1));
   embed_ = Tensor();
   q_out_ = tied_ ? q_embed_ : quantized(out_w_, compute_);
-  for (EncoderLayerParams& l : encoder_) {
-    quantize_attention(l.self_attn, compute_);
-    quantize_ffn(l.ffn, compute_);
-  }
-  for (DecoderLayerParams& l : decoder_) {
-    quantize_attention(l.self_attn, compute_);
-    if (seq2seq()) quantize_attention(l.cross_attn, compute_);
-    quantize_ffn(l.ffn, compute_);
-  }
+  quantize_layers(encoder_, compute_);
+  quantize_layers(decoder_, compute_);
 }
 
 size_t InferenceModel::weight_bytes() const {
   size_t b = matrix_bytes(embed_, q_embed_);
   if (!tied_ || layout_ == WeightLayout::Decode)
     b += matrix_bytes(out_w_, tied_ ? nullptr : q_out_);
-  for (const EncoderLayerParams& l : encoder_) b += attention_bytes(l.self_attn) + ffn_bytes(l.ffn);
-  for (const DecoderLayerParams& l : decoder_)
-    b += attention_bytes(l.self_attn) + attention_bytes(l.cross_attn) + ffn_bytes(l.ffn);
-  return b;
+  return b + layers_bytes(encoder_) + layers_bytes(decoder_);
+}
+
+const SublayerParams& LayerParams::sublayer(SublayerKind kind) const {
+  for (const SublayerParams& s : sublayers)
+    if (s.kind == kind) return s;
+  fail("LayerParams", "the layer has no sublayer of this kind");
 }
 
 InferenceModel InferenceModel::load(const std::string& path, WeightLayout layout,

@@ -18,6 +18,7 @@
 
 #include "infer/quant.h"
 #include "io/checkpoint.h"  // NamedTensor
+#include "model/blocks.h"
 #include "model/config.h"
 #include "tensor/tensor.h"
 #include "text/text_codec.h"
@@ -50,9 +51,10 @@ struct AttnParams {
   QuantWeight qwq, qwk, qwv, qwo;  // MatrixLayout::Quantized: wq, wk, wv, wo as [out, in]
 };
 
-// gamma, beta [C]; both undefined with norm placement none.
+// gamma, beta [C] (no beta for RMSNorm); both undefined with norm placement none.
 struct NormParams {
   Tensor gamma, beta;
+  NormKind kind = NormKind::LayerNorm;
   bool defined() const { return gamma.defined(); }
 };
 
@@ -60,23 +62,24 @@ struct NormParams {
 // undefined without ffn_bias.
 struct FfnParams {
   Tensor w1, b1, w2, b2;
-  QuantWeight qw1, qw2;  // MatrixLayout::Quantized: w1, w2 as [out, in]
+  Tensor w3, b3;  // SwiGLU's gate: w3 [C, F] (packed as w1), b3 [F]; undefined otherwise
+  QuantWeight qw1, qw2, qw3;  // MatrixLayout::Quantized: w1, w2, w3 as [out, in]
 };
 
-struct EncoderLayerParams {
-  AttnParams self_attn;
-  NormParams self_norm;  // "norm1"
-  FfnParams ffn;
-  NormParams ffn_norm;  // "norm2"
+// One residual sublayer of a layer, as model/blocks.h lists it: attention (self or cross) or
+// feed-forward weights, and its norm's.
+struct SublayerParams {
+  SublayerKind kind = SublayerKind::SelfAttention;
+  AttnParams attn;  // attention sublayers
+  FfnParams ffn;    // the feed-forward sublayer
+  NormParams norm;
 };
 
-struct DecoderLayerParams {
-  AttnParams self_attn;
-  NormParams self_norm;   // "norm1"
-  AttnParams cross_attn;  // Seq2Seq only
-  NormParams cross_norm;  // "norm2" (Seq2Seq only)
-  FfnParams ffn;
-  NormParams ffn_norm;  // "norm3" after a cross-attention block, "norm2" without one
+// A layer's sublayers in execution order.
+struct LayerParams {
+  std::vector<SublayerParams> sublayers;
+  // The sublayer of that kind; Error when the layer has none.
+  const SublayerParams& sublayer(SublayerKind kind) const;
 };
 
 class InferenceModel {
@@ -129,10 +132,12 @@ class InferenceModel {
   WeightLayout layout() const { return layout_; }    // of the decoder's matrices
   const Tensor& out_bias() const { return out_b_; }  // [V]
 
-  const std::vector<EncoderLayerParams>& encoder_layers() const { return encoder_; }
-  const NormParams& encoder_final_norm() const { return encoder_final_; }  // pre-norm only
-  const std::vector<DecoderLayerParams>& decoder_layers() const { return decoder_; }
-  const NormParams& decoder_final_norm() const { return decoder_final_; }  // pre-norm only
+  // The stacks' layers (encoder: Seq2Seq only) and final norms (pre-norm only), loaded by
+  // iterating model_blocks().
+  const std::vector<LayerParams>& encoder_layers() const { return encoder_; }
+  const NormParams& encoder_final_norm() const { return encoder_final_; }
+  const std::vector<LayerParams>& decoder_layers() const { return decoder_; }
+  const NormParams& decoder_final_norm() const { return decoder_final_; }
 
   size_t parameter_count() const { return parameter_count_; }  // scalars
 
@@ -147,8 +152,7 @@ class InferenceModel {
   WeightLayout layout_ = WeightLayout::Training;
   ComputeType compute_ = ComputeType::F32;
   QuantWeight q_embed_, q_out_;
-  std::vector<EncoderLayerParams> encoder_;
-  std::vector<DecoderLayerParams> decoder_;
+  std::vector<LayerParams> encoder_, decoder_;
   NormParams encoder_final_, decoder_final_;
   size_t parameter_count_ = 0;
 };

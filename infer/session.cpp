@@ -299,15 +299,19 @@ void DecodeSession::encode(const std::vector<std::vector<int32_t>>& sources,
       gi.n_keys = gi.count;
     }
     int64_t layer = 0;
-    for (const EncoderLayerParams& P : m_.encoder_layers()) {
+    for (const LayerParams& P : m_.encoder_layers()) {
       for (size_t i = i0; i < i1; ++i)
         groups[i].event = {AttentionEvent::Kind::EncoderSelf, layer, -1,
                            static_cast<int32_t>(slots[i])};
-      attention_block(encoder_shape_, P.self_attn, P.self_norm, px, n, true, g, ps, on_attention_);
-      feed_forward_block(encoder_shape_, P.ffn, P.ffn_norm, px, n, ps);
+      // An encoder layer has no cross-attention: every attention sublayer sees its own source.
+      for (const SublayerParams& sub : P.sublayers)
+        if (sub.kind == SublayerKind::FeedForward)
+          feed_forward_block(encoder_shape_, sub.ffn, sub.norm, px, n, ps);
+        else
+          attention_block(encoder_shape_, sub.attn, sub.norm, px, n, true, g, ps, on_attention_);
       ++layer;
     }
-    if (encoder_shape_.norm == NormPlacement::Pre)
+    if (m_.encoder_final_norm().defined())
       layer_norm(px, m_.encoder_final_norm(), px, n, C_, encoder_shape_.eps);
     for (size_t i = i0; i < i1; ++i) {
       const int64_t b = slots[i], S = off[i + 1] - off[i];
@@ -332,7 +336,7 @@ void DecodeSession::project_cross(const float* mem, std::span<const int64_t> off
   float* vx = grow(v_, off.back() * C_) + r0 * C_;  // [N, C]
   const size_t head_bytes = size_t(Dh_) * sizeof(float);
   for (size_t l = 0; l < size_t(L_); ++l) {
-    const AttnParams& A = m_.decoder_layers()[l].cross_attn;
+    const AttnParams& A = m_.decoder_layers()[l].sublayer(SublayerKind::CrossAttention).attn;
     project(mem + r0 * C_, N, C_, C_, A.wk, A.qwk, A.bk, kx, decoder_shape_.weights);
     project(mem + r0 * C_, N, C_, C_, A.wv, A.qwv, A.bv, vx, decoder_shape_.weights);
     for (size_t i = 0; i < slots.size(); ++i) {
@@ -509,15 +513,17 @@ void DecodeSession::decode_rows(std::span<const int32_t> all_rows, size_t i0, si
   float* x = x_.data<float>() + r0 * C_;  // [N, C] residual stream
   embed_tokens(m_, tok + r0, pos_.data() + r0, N, x);
   for (size_t l = 0; l < size_t(L_); ++l) {
-    const DecoderLayerParams& P = m_.decoder_layers()[l];
-    decoder_groups(rows, off + i0, l, false, groups);
-    attention_block(decoder_shape_, P.self_attn, P.self_norm, x, N, true, groups, s, on_attention_);
-    if (m_.seq2seq()) {
-      decoder_groups(rows, off + i0, l, true, groups);
-      attention_block(decoder_shape_, P.cross_attn, P.cross_norm, x, N, false, groups, s,
-                      on_attention_);
+    for (const SublayerParams& sub : m_.decoder_layers()[l].sublayers) {
+      if (sub.kind == SublayerKind::FeedForward) {
+        feed_forward_block(decoder_shape_, sub.ffn, sub.norm, x, N, s);
+        continue;
+      }
+      // Self-attention appends the fed positions' K/V to the row's cache; cross-attention reads
+      // the source's, projected once.
+      const bool self = sub.kind == SublayerKind::SelfAttention;
+      decoder_groups(rows, off + i0, l, !self, groups);
+      attention_block(decoder_shape_, sub.attn, sub.norm, x, N, self, groups, s, on_attention_);
     }
-    feed_forward_block(decoder_shape_, P.ffn, P.ffn_norm, x, N, s);
   }
   // Each row's last position (never a pad column), or every position.
   const int64_t m = all_positions ? N : static_cast<int64_t>(rows.size());
@@ -526,7 +532,7 @@ void DecodeSession::decode_rows(std::span<const int32_t> all_rows, size_t i0, si
     for (size_t i = i0; i < i1; ++i)
       std::memcpy(h + (i - i0) * size_t(C_), x_.data<float>() + (off[i + 1] - 1) * C_,
                   size_t(C_) * sizeof(float));
-  if (decoder_shape_.norm == NormPlacement::Pre)
+  if (m_.decoder_final_norm().defined())
     layer_norm(h, m_.decoder_final_norm(), h, m, C_, decoder_shape_.eps);
   float* out = logits_.data<float>() + (all_positions ? r0 : int64_t(i0)) * V_;  // [m, V]
   // logits = h·W + b with W [C, V], or W [V, C] (tied embedding, Decode layout) transposed

@@ -24,14 +24,22 @@ struct EnumNames<Arch> {
 template <>
 struct EnumNames<Activation> {
   static constexpr const char* what = "activation";
-  static constexpr std::pair<Activation, const char*> table[] = {
-      {Activation::Relu, "relu"}, {Activation::Gelu, "gelu"}, {Activation::Tanh, "tanh"}};
+  static constexpr std::pair<Activation, const char*> table[] = {{Activation::Relu, "relu"},
+                                                                 {Activation::Gelu, "gelu"},
+                                                                 {Activation::Tanh, "tanh"},
+                                                                 {Activation::Swiglu, "swiglu"}};
 };
 template <>
 struct EnumNames<NormPlacement> {
   static constexpr const char* what = "norm";
   static constexpr std::pair<NormPlacement, const char*> table[] = {
       {NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"}, {NormPlacement::None, "none"}};
+};
+template <>
+struct EnumNames<NormKind> {
+  static constexpr const char* what = "norm_kind";
+  static constexpr std::pair<NormKind, const char*> table[] = {{NormKind::LayerNorm, "layernorm"},
+                                                               {NormKind::RmsNorm, "rmsnorm"}};
 };
 template <>
 struct EnumNames<PosEncoding> {
@@ -96,6 +104,12 @@ NormPlacement parse_norm_placement(const std::string& s) {
 }
 PosEncoding parse_pos_encoding(const std::string& s) {
   return parse_enum<PosEncoding>(s);
+}
+const char* to_string(NormKind k) {
+  return enum_name(k);
+}
+NormKind parse_norm_kind(const std::string& s) {
+  return parse_enum<NormKind>(s);
 }
 
 namespace {
@@ -181,6 +195,8 @@ const std::vector<ConfigField>& config_fields() {
       field<&M::d_ff>("d_ff", "--ffn", "feed-forward width", 1, 4 * kMaxWidth),
       field<&M::activation>("activation", "--activation", "feed-forward activation"),
       field<&M::norm>("norm", "--norm", "LayerNorm placement"),
+      field<&M::norm_kind>("norm_kind", "--norm-kind",
+                           "the norm: layernorm, or rmsnorm (T5/LLaMA: no mean, no bias)"),
       field<&M::pos_encoding>("pos_encoding", "--pos", "positional encoding"),
       field<&M::pe_base>("pe_base", "--pe-base", "sinusoidal PE base (the reference uses 100)", 1,
                          1e12, true, false),

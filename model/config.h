@@ -16,22 +16,30 @@
 namespace seqtape {
 
 enum class Arch { Seq2Seq, DecoderOnly };
-enum class Activation { Relu, Gelu, Tanh };
+// Swiglu (LLaMA): the feed-forward is (silu(x·W1 + b1) ⊙ (x·W3 + b3))·W2 + b2, with W3 [C, F] a
+// third matrix (ffn.w3, ffn.b3) and F = d_ff the hidden width as for the others (LLaMA's
+// 2/3·4C is a d_ff to choose, not a rule applied here).
+enum class Activation { Relu, Gelu, Tanh, Swiglu };
 // Post = the reference's "Add & Norm": x = LN(x + Sub(x)). Pre: x = x + Sub(LN(x)) with a
 // final LayerNorm after each stack. None: x = x + Sub(x), no LayerNorm parameters at all.
 enum class NormPlacement { Post, Pre, None };
 enum class PosEncoding { Sinusoidal, Learned, None };
+// LayerNorm: (x − mean)/sqrt(var + eps)·γ + β. RmsNorm (T5, LLaMA): x/sqrt(mean(x²) + eps)·γ, no
+// mean and no β. Placed where NormPlacement says.
+enum class NormKind { LayerNorm, RmsNorm };
 
 const char* to_string(Arch a);
 const char* to_string(Activation a);
 const char* to_string(NormPlacement n);
 const char* to_string(PosEncoding p);
+const char* to_string(NormKind k);
 // Parse the JSON/CLI spelling ("seq2seq", "relu", "post", "sinusoidal", ...); throws Error
 // listing the accepted names.
 Arch parse_arch(const std::string& s);
 Activation parse_activation(const std::string& s);
 NormPlacement parse_norm_placement(const std::string& s);
 PosEncoding parse_pos_encoding(const std::string& s);
+NormKind parse_norm_kind(const std::string& s);
 
 // The largest max_positions (token positions are int32 everywhere; nothing longer is trained).
 inline constexpr int64_t kMaxPositions = int64_t{1} << 20;
@@ -46,6 +54,7 @@ struct ModelConfig {
   int64_t d_ff = 256;  // F
   Activation activation = Activation::Relu;
   NormPlacement norm = NormPlacement::Post;
+  NormKind norm_kind = NormKind::LayerNorm;
   PosEncoding pos_encoding = PosEncoding::Sinusoidal;
   double pe_base = 10000.0;  // sinusoidal: angle = p / pe_base^(2i/C)
   double dropout = 0.0;

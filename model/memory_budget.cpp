@@ -10,6 +10,8 @@
 #include <limits>
 #include <sstream>
 
+#include "model/blocks.h"
+
 namespace seqtape {
 
 namespace {
@@ -60,19 +62,33 @@ uint64_t address_space_in_use() {
 
 }  // namespace
 
+namespace {
+
+// Scalars in a list of parameters.
+uint64_t numel(const std::vector<ParamSpec>& specs) {
+  uint64_t n = 0;
+  for (const ParamSpec& p : specs) {
+    uint64_t e = 1;
+    for (int64_t d : p.shape) e = sat_mul(e, u(d));
+    n = sat_add(n, e);
+  }
+  return n;
+}
+
+}  // namespace
+
+// The embedding, positions and output projection, plus every part model_blocks() lists.
 uint64_t parameter_count(const ModelConfig& c) {
-  const uint64_t C = u(c.d_model), F = u(c.d_ff), V = u(c.vocab_size), P = u(c.max_positions);
-  const uint64_t attn = sat_add(prod({4, C, C}), c.attn_bias ? 4 * C : 0);
-  const uint64_t ffn = sat_add(prod({2, C, F}), c.ffn_bias ? F + C : 0);
-  const uint64_t norm = c.norm == NormPlacement::None ? 0 : 2 * C;
-  const bool s2s = c.arch == Arch::Seq2Seq;
-  const uint64_t enc_layer = sat_add(sat_add(attn, ffn), 2 * norm);
-  const uint64_t dec_layer =
-      sat_add(sat_add(sat_mul(s2s ? 2 : 1, attn), ffn), (s2s ? 3 : 2) * norm);
+  const uint64_t C = u(c.d_model), V = u(c.vocab_size), P = u(c.max_positions);
+  const uint64_t norm = numel(norm_params(c));
   uint64_t n = prod({V, C});  // embedding
   if (c.pos_encoding == PosEncoding::Learned) n = sat_add(n, prod({P, C}));
-  n = sat_add(n, sat_mul(u(c.n_encoder_layers), enc_layer));
-  n = sat_add(n, sat_mul(u(c.n_decoder_layers), dec_layer));
+  for (const StackDesc& stack : model_blocks(c).stacks) {
+    for (const LayerDesc& layer : stack.layers)
+      for (const SublayerDesc& sub : layer.sublayers)
+        n = sat_add(n, sat_add(numel(sublayer_params(c, sub.kind)), sub.norm.empty() ? 0 : norm));
+    if (!stack.final_norm.empty()) n = sat_add(n, norm);
+  }
   if (!c.tie_output) n = sat_add(n, prod({C, V}));
   return sat_add(n, V);  // output bias
 }

@@ -24,6 +24,8 @@ Var activate(const Var& x, Activation act) {
       return gelu(x);
     case Activation::Tanh:
       return tanh(x);
+    case Activation::Swiglu:  // the gate's nonlinearity; FeedForward multiplies by x·W3 + b3
+      return silu(x);
   }
   fail("activate", "unknown activation");
 }
@@ -87,16 +89,19 @@ Var PositionalEncoding::forward(int64_t T) const {
 
 // ---- LayerNorm ----------------------------------------------------------------------------
 
-LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : eps_(eps) {
+LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype, NormKind kind) : eps_(eps), kind_(kind) {
   gamma_ = register_parameter(pn::kGamma, {dim}, dtype, ParamInit::ones());  // [C]
-  beta_ = register_parameter(pn::kBeta, {dim}, dtype, ParamInit::zeros());   // [C]
+  if (kind == NormKind::LayerNorm)
+    beta_ = register_parameter(pn::kBeta, {dim}, dtype, ParamInit::zeros());  // [C]
 }
 
 Var LayerNorm::forward(const Var& x) const {
+  if (kind_ == NormKind::RmsNorm) return rms_norm(x, gamma_, eps_);
   return layer_norm(x, gamma_, beta_, eps_);
 }
 
 Var LayerNorm::forward_add(const Var& x, const Var& res) const {
+  if (kind_ == NormKind::RmsNorm) return rms_norm(add(x, res), gamma_, eps_);
   return add_layer_norm(x, res, gamma_, beta_, eps_);
 }
 
@@ -110,12 +115,18 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, Activation act, bool bias,
   w2_ =
       register_parameter(pn::kW2, {hidden, dim}, dtype, ParamInit::xavier(hidden, dim));  // [F, C]
   if (bias) b2_ = register_parameter(pn::kB2, {dim}, dtype, ParamInit::zeros());          // [C]
+  if (act == Activation::Swiglu) {
+    w3_ = register_parameter(pn::kW3, {dim, hidden}, dtype,
+                             ParamInit::xavier(dim, hidden));                          // [C, F]
+    if (bias) b3_ = register_parameter(pn::kB3, {hidden}, dtype, ParamInit::zeros());  // [F]
+  }
 }
 
 Var FeedForward::forward(const Var& x) const {
   // ReLU fused into the first product (affine_relu: one node, no pass of its own)
   Var h = act_ == Activation::Relu ? affine_relu(x, w1_, b1_)
                                    : activate(linear(x, w1_, b1_), act_);  // [..., F]
+  if (act_ == Activation::Swiglu) h = mul(h, linear(x, w3_, b3_));         // [..., F]
   return linear(h, w2_, b2_);                                              // [..., C]
 }
 

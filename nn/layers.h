@@ -77,10 +77,12 @@ class PositionalEncoding : public Module {
   Var table_;  // constant (sinusoidal) or parameter (learned)
 };
 
+// The configured norm: LayerNorm, or RMSNorm (kind RmsNorm: no mean, no beta).
 class LayerNorm : public Module {
  public:
-  LayerNorm(int64_t dim, double eps, DType dtype);  // `gamma` [C] = 1, `beta` [C] = 0
-  Var forward(const Var& x) const;                  // [..., C] -> [..., C]
+  // `gamma` [C] = 1, `beta` [C] = 0 (LayerNorm only)
+  LayerNorm(int64_t dim, double eps, DType dtype, NormKind kind = NormKind::LayerNorm);
+  Var forward(const Var& x) const;  // [..., C] -> [..., C]
   // LN(x + res) as one fused op (the post-norm residual); [..., C], [..., C] -> [..., C]
   Var forward_add(const Var& x, const Var& res) const;
 
@@ -88,9 +90,11 @@ class LayerNorm : public Module {
   Var gamma_;
   Var beta_;
   double eps_;
+  NormKind kind_;
 };
 
-// w2·act(w1·x + b1) + b2, i.e. y = act(x·w1 + b1)·w2 + b2 in the [in, out] layout.
+// w2·act(w1·x + b1) + b2, i.e. y = act(x·w1 + b1)·w2 + b2 in the [in, out] layout; SwiGLU:
+// y = (silu(x·w1 + b1) ⊙ (x·w3 + b3))·w2 + b2.
 class FeedForward : public Module {
  public:
   // `w1` [C, F], `b1` [F], `w2` [F, C], `b2` [C] (biases only if bias)
@@ -98,7 +102,7 @@ class FeedForward : public Module {
   Var forward(const Var& x) const;  // [..., C] -> [..., C]
 
  private:
-  Var w1_, b1_, w2_, b2_;
+  Var w1_, b1_, w2_, b2_, w3_, b3_;  // w3, b3: SwiGLU only
   Activation act_;
 };
 

@@ -16,7 +16,7 @@ namespace {
 
 std::unique_ptr<LayerNorm> make_norm(const ModelConfig& cfg, DType dtype) {
   if (cfg.norm == NormPlacement::None) return nullptr;
-  return std::make_unique<LayerNorm>(cfg.d_model, cfg.layer_norm_eps, dtype);
+  return std::make_unique<LayerNorm>(cfg.d_model, cfg.layer_norm_eps, dtype, cfg.norm_kind);
 }
 
 // One residual sublayer in the configured placement:
@@ -35,95 +35,58 @@ Var residual(const Var& x, NormPlacement placement, const LayerNorm* norm, doubl
 
 // ---- layers -------------------------------------------------------------------------------
 
-EncoderLayer::EncoderLayer(const ModelConfig& cfg, DType dtype)
-    : norm_(cfg.norm),
-      dropout_(cfg.dropout),
-      self_attn_(cfg.d_model, cfg.n_heads, cfg.attn_bias, cfg.dropout, dtype),
-      norm1_(make_norm(cfg, dtype)),
-      norm2_(make_norm(cfg, dtype)),
-      ffn_(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_bias, dtype) {
-  register_module(pn::kSelfAttn, self_attn_);
-  if (norm1_) register_module(norm_name(1), *norm1_);
-  register_module(pn::kFfn, ffn_);
-  if (norm2_) register_module(norm_name(2), *norm2_);
-}
-
-Var EncoderLayer::forward(const Var& x, const Mask& mask, Rng& rng) {
-  Var h = residual(x, norm_, norm1_.get(), dropout_, training(), rng, [&](const Var& in) {
-    return self_attn_.forward(in, in, &mask, rng);  // [B, S, C]
-  });
-  return residual(h, norm_, norm2_.get(), dropout_, training(), rng,
-                  [&](const Var& in) { return ffn_.forward(in); });  // [B, S, C]
-}
-
-DecoderLayer::DecoderLayer(const ModelConfig& cfg, bool cross_attention, DType dtype)
-    : norm_(cfg.norm),
-      dropout_(cfg.dropout),
-      self_attn_(cfg.d_model, cfg.n_heads, cfg.attn_bias, cfg.dropout, dtype),
-      ffn_(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_bias, dtype) {
-  norm1_ = make_norm(cfg, dtype);
-  register_module(pn::kSelfAttn, self_attn_);
-  if (norm1_) register_module(norm_name(1), *norm1_);
-  if (cross_attention) {
-    cross_attn_ = std::make_unique<MultiHeadAttention>(cfg.d_model, cfg.n_heads, cfg.attn_bias,
-                                                       cfg.dropout, dtype);
-    norm2_ = make_norm(cfg, dtype);
-    register_module(pn::kCrossAttn, *cross_attn_);
-    if (norm2_) register_module(norm_name(2), *norm2_);
+TransformerLayer::TransformerLayer(const ModelConfig& cfg, const LayerDesc& desc, DType dtype)
+    : norm_(cfg.norm), dropout_(cfg.dropout) {
+  sublayers_.reserve(desc.sublayers.size());  // registered modules must not move
+  for (const SublayerDesc& d : desc.sublayers) {
+    Sublayer& s = sublayers_.emplace_back(Sublayer{d.kind, nullptr, nullptr, nullptr});
+    if (d.kind == SublayerKind::FeedForward) {
+      s.ffn =
+          std::make_unique<FeedForward>(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_bias, dtype);
+      register_module(d.name, *s.ffn);
+    } else {
+      s.attn = std::make_unique<MultiHeadAttention>(cfg.d_model, cfg.n_heads, cfg.attn_bias,
+                                                    cfg.dropout, dtype);
+      register_module(d.name, *s.attn);
+    }
+    if (!d.norm.empty()) {
+      s.norm = make_norm(cfg, dtype);
+      register_module(d.norm, *s.norm);
+    }
   }
-  // The FFN's norm is norm3 after a cross-attention block, norm2 without one.
-  register_module(pn::kFfn, ffn_);
-  norm3_ = make_norm(cfg, dtype);
-  if (norm3_) register_module(norm_name(cross_attention ? 3 : 2), *norm3_);
 }
 
-Var DecoderLayer::forward(const Var& x, const Mask& self_mask, const Var& memory,
-                          const Mask* cross_mask, Rng& rng) {
-  Var h = residual(x, norm_, norm1_.get(), dropout_, training(), rng, [&](const Var& in) {
-    return self_attn_.forward(in, in, &self_mask, rng);  // [B, T, C]
-  });
-  if (cross_attn_) {
-    if (!memory.defined()) fail("DecoderLayer", "cross-attention needs the encoder memory");
-    h = residual(h, norm_, norm2_.get(), dropout_, training(), rng, [&](const Var& in) {
-      return cross_attn_->forward(in, memory, cross_mask, rng);  // [B, T, C]
+Var TransformerLayer::forward(const Var& x, const Mask& self_mask, const Var& memory,
+                              const Mask* cross_mask, Rng& rng) {
+  Var h = x;
+  for (const Sublayer& s : sublayers_) {
+    if (s.kind == SublayerKind::CrossAttention && !memory.defined())
+      fail("TransformerLayer", "cross-attention needs the encoder memory");
+    h = residual(h, norm_, s.norm.get(), dropout_, training(), rng, [&](const Var& in) {
+      if (s.kind == SublayerKind::FeedForward) return s.ffn->forward(in);  // [B, T, C]
+      if (s.kind == SublayerKind::CrossAttention)
+        return s.attn->forward(in, memory, cross_mask, rng);  // [B, T, C]
+      return s.attn->forward(in, in, &self_mask, rng);        // [B, T, C]
     });
   }
-  return residual(h, norm_, norm3_.get(), dropout_, training(), rng,
-                  [&](const Var& in) { return ffn_.forward(in); });  // [B, T, C]
+  return h;
 }
 
 // ---- stacks -------------------------------------------------------------------------------
 
-Encoder::Encoder(const ModelConfig& cfg, DType dtype) {
-  for (int64_t i = 0; i < cfg.n_encoder_layers; ++i) {
-    layers_.push_back(std::make_unique<EncoderLayer>(cfg, dtype));
-    register_module(layer_name(i), *layers_.back());
+TransformerStack::TransformerStack(const ModelConfig& cfg, const StackDesc& desc, DType dtype) {
+  for (size_t i = 0; i < desc.layers.size(); ++i) {
+    layers_.push_back(std::make_unique<TransformerLayer>(cfg, desc.layers[i], dtype));
+    register_module(layer_name(static_cast<int64_t>(i)), *layers_.back());
   }
-  if (cfg.norm == NormPlacement::Pre) {
+  if (!desc.final_norm.empty()) {
     final_norm_ = make_norm(cfg, dtype);
-    register_module(pn::kFinalNorm, *final_norm_);
+    register_module(desc.final_norm, *final_norm_);
   }
 }
 
-Var Encoder::forward(const Var& x, const Mask& mask, Rng& rng) {
-  Var h = x;
-  for (auto& layer : layers_) h = layer->forward(h, mask, rng);  // [B, S, C]
-  return final_norm_ ? final_norm_->forward(h) : h;              // [B, S, C]
-}
-
-Decoder::Decoder(const ModelConfig& cfg, bool cross_attention, DType dtype) {
-  for (int64_t i = 0; i < cfg.n_decoder_layers; ++i) {
-    layers_.push_back(std::make_unique<DecoderLayer>(cfg, cross_attention, dtype));
-    register_module(layer_name(i), *layers_.back());
-  }
-  if (cfg.norm == NormPlacement::Pre) {
-    final_norm_ = make_norm(cfg, dtype);
-    register_module(pn::kFinalNorm, *final_norm_);
-  }
-}
-
-Var Decoder::forward(const Var& x, const Mask& self_mask, const Var& memory, const Mask* cross_mask,
-                     Rng& rng) {
+Var TransformerStack::forward(const Var& x, const Mask& self_mask, const Var& memory,
+                              const Mask* cross_mask, Rng& rng) {
   Var h = x;
   for (auto& layer : layers_)
     h = layer->forward(h, self_mask, memory, cross_mask, rng);  // [B, T, C]
@@ -238,7 +201,9 @@ Var TransformerModel::project(const Var& h) const {
 // ---- Seq2Seq ------------------------------------------------------------------------------
 
 Seq2Seq::Seq2Seq(const ModelConfig& cfg, DType dtype)
-    : TransformerModel(cfg, dtype), encoder_(config(), dtype), decoder_(config(), true, dtype) {
+    : TransformerModel(cfg, dtype),
+      encoder_(config(), stack_blocks(config(), pn::kEncoder), dtype),
+      decoder_(config(), stack_blocks(config(), pn::kDecoder), dtype) {
   if (config().arch != Arch::Seq2Seq)
     fail("Seq2Seq",
          "config arch is '" + std::string(to_string(config().arch)) + "', expected 'seq2seq'");
@@ -250,9 +215,9 @@ Seq2Seq::Seq2Seq(const ModelConfig& cfg, DType dtype)
 Var Seq2Seq::encode(const std::vector<int32_t>& src, int64_t B, int64_t S,
                     const std::vector<int32_t>& src_len, Rng& rng) {
   check_batch("Seq2Seq::encode", "src", src, B, S, src_len);
-  Var x = embed_inputs(src, B, S, rng);      // [B, S, C]
-  Mask mask = key_padding_mask(src_len, S);  // [B, 1, 1, S]
-  return encoder_.forward(x, mask, rng);     // [B, S, C]
+  Var x = embed_inputs(src, B, S, rng);                   // [B, S, C]
+  Mask mask = key_padding_mask(src_len, S);               // [B, 1, 1, S]
+  return encoder_.forward(x, mask, Var(), nullptr, rng);  // [B, S, C]
 }
 
 Var Seq2Seq::decode(const Var& memory, const std::vector<int32_t>& src_len,
@@ -358,7 +323,8 @@ std::vector<std::vector<int32_t>> Seq2Seq::greedy(const std::vector<std::vector<
 // ---- DecoderOnly --------------------------------------------------------------------------
 
 DecoderOnly::DecoderOnly(const ModelConfig& cfg, DType dtype)
-    : TransformerModel(cfg, dtype), decoder_(config(), false, dtype) {
+    : TransformerModel(cfg, dtype),
+      decoder_(config(), stack_blocks(config(), pn::kDecoder), dtype) {
   if (config().arch != Arch::DecoderOnly)
     fail("DecoderOnly",
          "config arch is '" + std::string(to_string(config().arch)) + "', expected 'decoder_only'");

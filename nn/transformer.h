@@ -7,8 +7,9 @@
 // valid prefix of each row (1 <= len <= row width). Pad positions may hold any valid id: they
 // are masked out of attention as keys, and their own outputs are ignored by the loss.
 //
-// Parameter names and shapes: model/param_names.h, the one list the modules register under and
-// checkpoints, infer/ and export are checked against (a model checks itself at construction).
+// Structure, parameter names and shapes: model/blocks.h, the one description the stacks and
+// layers are built from and checkpoints, infer/ and export are checked against (a model checks
+// its registered parameters against parameter_specs() at construction).
 //
 // The model interface (TransformerModel) is what training, evaluation and the reference
 // examples call: logits and loss on a Batch (nn/batch.h), greedy decoding without a cache, the
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "model/blocks.h"
 #include "model/config.h"
 #include "nn/attention.h"
 #include "nn/batch.h"
@@ -27,58 +29,40 @@
 
 namespace seqtape {
 
-// Self-attention + FFN, each wrapped in residual, dropout and the configured LayerNorm.
-class EncoderLayer : public Module {
+// One layer as its LayerDesc (model/blocks.h) lists it: each residual sublayer (self-attention,
+// cross-attention, feed-forward) wrapped in dropout and its LayerNorm in the configured placement.
+class TransformerLayer : public Module {
  public:
-  EncoderLayer(const ModelConfig& cfg, DType dtype);
-  // x [B, S, C], mask broadcastable to [B, H, S, S] → [B, S, C]
-  Var forward(const Var& x, const Mask& mask, Rng& rng);
-
- private:
-  NormPlacement norm_;
-  double dropout_;
-  MultiHeadAttention self_attn_;
-  std::unique_ptr<LayerNorm> norm1_, norm2_;
-  FeedForward ffn_;
-};
-
-// Masked self-attention, [cross-attention over the encoder memory], FFN.
-class DecoderLayer : public Module {
- public:
-  DecoderLayer(const ModelConfig& cfg, bool cross_attention, DType dtype);
+  TransformerLayer(const ModelConfig& cfg, const LayerDesc& desc, DType dtype);
   // x [B, T, C], self_mask → [B, H, T, T]; memory [B, S, C] and cross_mask → [B, H, T, S]
-  // are used only with cross-attention. → [B, T, C]
+  // are used only by a cross-attention sublayer. → [B, T, C]
   Var forward(const Var& x, const Mask& self_mask, const Var& memory, const Mask* cross_mask,
               Rng& rng);
 
  private:
+  struct Sublayer {
+    SublayerKind kind;
+    std::unique_ptr<MultiHeadAttention> attn;  // self- or cross-attention
+    std::unique_ptr<FeedForward> ffn;
+    std::unique_ptr<LayerNorm> norm;  // none with norm placement none
+  };
+
   NormPlacement norm_;
   double dropout_;
-  MultiHeadAttention self_attn_;
-  std::unique_ptr<MultiHeadAttention> cross_attn_;
-  std::unique_ptr<LayerNorm> norm1_, norm2_, norm3_;
-  FeedForward ffn_;
+  std::vector<Sublayer> sublayers_;
 };
 
-class Encoder : public Module {
+// A stack's layers, then its final LayerNorm (pre-norm only), as its StackDesc lists them.
+class TransformerStack : public Module {
  public:
-  Encoder(const ModelConfig& cfg, DType dtype);
-  Var forward(const Var& x, const Mask& mask, Rng& rng);  // [B, S, C] → [B, S, C]
-
- private:
-  std::vector<std::unique_ptr<EncoderLayer>> layers_;
-  std::unique_ptr<LayerNorm> final_norm_;  // pre-norm only
-};
-
-class Decoder : public Module {
- public:
-  Decoder(const ModelConfig& cfg, bool cross_attention, DType dtype);
+  TransformerStack(const ModelConfig& cfg, const StackDesc& desc, DType dtype);
+  // x [B, T, C] → [B, T, C]; memory and cross_mask as TransformerLayer::forward.
   Var forward(const Var& x, const Mask& self_mask, const Var& memory, const Mask* cross_mask,
-              Rng& rng);  // [B, T, C] → [B, T, C]
+              Rng& rng);
 
  private:
-  std::vector<std::unique_ptr<DecoderLayer>> layers_;
-  std::unique_ptr<LayerNorm> final_norm_;  // pre-norm only
+  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  std::unique_ptr<LayerNorm> final_norm_;
 };
 
 // The attention weights a forward produced, when capture is on.
@@ -165,8 +149,8 @@ class Seq2Seq : public TransformerModel {
   std::vector<std::vector<int32_t>> greedy(const std::vector<std::vector<int32_t>>& prompts,
                                            const SpecialIds& ids, int64_t max_new) override;
 
-  Encoder encoder_;
-  Decoder decoder_;
+  TransformerStack encoder_;
+  TransformerStack decoder_;
 };
 
 class DecoderOnly : public TransformerModel {
@@ -182,7 +166,7 @@ class DecoderOnly : public TransformerModel {
   std::vector<std::vector<int32_t>> greedy(const std::vector<std::vector<int32_t>>& prompts,
                                            const SpecialIds& ids, int64_t max_new) override;
 
-  Decoder decoder_;
+  TransformerStack decoder_;
 };
 
 // The model a configuration describes (Seq2Seq or DecoderOnly).

@@ -24,9 +24,13 @@ packages=(
   pybind11-dev python3-dev python3-numpy # the Python module (import seqtape)
   python3-pytest python3-setuptools python3-wheel python3-venv python3-pip # its tests and the offline wheel
   python3-prometheus-client # parses serve's /metrics in the server's tests
-  npm               # installs the pinned official `openai` client for the server's test
   python3-torch     # the PyTorch reference trainer in bench/ and the formula tests against it
 )
+# npm installs the pinned official `openai` client for the server's test. A nodejs that ships its
+# own npm (NodeSource's) conflicts with Debian's npm package: ask for it only where npm is missing.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(npm)
+fi
 if [ "${SEQTAPE_WITH_EXTRAS:-0}" = 1 ]; then
   packages+=(clang libclang-rt-14-dev)
 fi

@@ -343,6 +343,9 @@ void activate(const T* x, T* y, int64_t n, Act act) {
         for (int64_t i = i0; i < i1; ++i)
           y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * static_cast<T>(M_SQRT1_2)));
         break;
+      case Act::Silu:
+        for (int64_t i = i0; i < i1; ++i) y[i] = x[i] / (T(1) + std::exp(-x[i]));
+        break;
     }
   });
 }

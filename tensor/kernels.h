@@ -6,6 +6,7 @@
 // Dimension key: M, N, K gemm sizes; R rows; C columns (the last axis).
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -74,7 +75,7 @@ void gemm_nt_rowwise(int64_t m, int64_t n, int64_t k, const float* x, int64_t ld
 // What a linear layer does to the product: y[i, j] += bias[j] (when bias is set), then y =
 // act(y) (when `activate`): the very operations of add_row_bias and activate, done by the
 // thread that summed the outputs, right after them (a split call runs them in parallel).
-enum class Act { Relu, Gelu, Tanh };
+enum class Act { Relu, Gelu, Tanh, Silu };
 struct RowwiseEpilogue {
   const float* bias = nullptr;
   bool activate = false;
@@ -259,6 +260,24 @@ void layer_norm_rows(const T* x, const T* gamma, const T* beta, T* y, T* mean, T
 template <typename T>
 void add_layer_norm_rows(const T* a, const T* b, T* sum, const T* gamma, const T* beta, T* y,
                          T* mean, T* rstd, int64_t rows, int64_t cols, double eps);
+
+// Per row: y = x·rstd·gamma with rstd = 1/sqrt(mean(x²) + eps): RMSNorm (T5, LLaMA), no mean
+// subtracted and no bias. rstd may be null (inference).
+template <typename T>
+void rms_norm_rows(const T* x, const T* gamma, T* y, T* rstd, int64_t rows, int64_t cols,
+                   double eps) {
+  parallel_range(rows, double(cols) * 3 * kCostSimple, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+      const T ms =
+          row_sum<T>(cols, [xr](int64_t c) { return xr[c] * xr[c]; }) / static_cast<T>(cols);
+      const T rs = T(1) / std::sqrt(ms + static_cast<T>(eps));
+      for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * rs * gamma[c];
+      if (rstd) rstd[r] = rs;
+    }
+  });
+}
 
 // y[r, :] += b[:] for each row.
 template <typename T>

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "eval/metrics.h"
+#include "infer/search.h"
 #include "nn/loss.h"
+#include "train/model_io.h"
 
 namespace seqtape {
 
@@ -41,7 +43,12 @@ double validation_loss(TransformerModel& model, const EncodedPairs& data, int64_
   return tokens ? loss_sum / static_cast<double>(tokens) : 0.0;
 }
 
-std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const Vocab& vocab,
+InferenceModel inference_view(const TransformerModel& model, const Vocab& vocab) {
+  return InferenceModel(model.config(), vocab, named_tensors(model), "the training model",
+                        WeightLayout::Decode);
+}
+
+std::vector<std::vector<int32_t>> greedy_decodes(const InferenceModel& model,
                                                  const EncodedPairs& data, int64_t batch,
                                                  const std::vector<size_t>& which) {
   std::vector<std::vector<int32_t>> out;
@@ -53,8 +60,9 @@ std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const 
       chunk.push_back(data.prompt(which[k]));
       longest = std::max<int64_t>(longest, static_cast<int64_t>(data.target(which[k]).size()));
     }
-    for (auto& got : greedy_uncached(model, vocab, chunk, 2 * longest + 8))
-      out.push_back(std::move(got));
+    GenerateOptions greedy;
+    greedy.max_new = 2 * longest + 8;
+    for (GenerateResult& got : generate(model, chunk, greedy)) out.push_back(std::move(got.tokens));
   }
   return out;
 }
@@ -79,7 +87,7 @@ EvalResult evaluate(TransformerModel& model, const TextCodec& tok,
   groups.resize(std::min(groups.size(), static_cast<size_t>(std::max<int64_t>(0, eval_max))));
   std::vector<size_t> firsts;
   for (const SourceGroup& g : groups) firsts.push_back(g.first);
-  const auto decoded = greedy_decodes(model, vocab, encoded, batch, firsts);
+  const auto decoded = greedy_decodes(inference_view(model, vocab), encoded, batch, firsts);
   metrics::CorpusMetrics scores(metrics::ErrorUnit::kCharacters);
   int64_t hits = 0;
   for (size_t k = 0; k < decoded.size(); ++k) {

@@ -1,7 +1,8 @@
 #pragma once
-// Evaluation of a training model on held-out pairs: teacher-forced loss, and greedy decoding
-// without a cache scored by exact match. The trainer calls evaluate() between steps and at the
-// end; the greedy decodes are returned so that further metrics can score the same outputs.
+// Evaluation of a training model on held-out pairs: teacher-forced loss, and infer/'s cached
+// greedy decoding scored by exact match and the other metrics. The trainer calls evaluate() between
+// steps and at the end; the greedy decodes are returned so that further metrics can score the same
+// outputs.
 //
 // Dimension key: B batch, T positions, V vocabulary.
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "eval/metric_registry.h"
+#include "infer/model.h"
 #include "nn/transformer.h"
 #include "text/tokenizer.h"
 #include "train/dataset.h"
@@ -36,9 +38,8 @@ struct EvalResult {
 };
 
 // Greedy decoding without a cache on the training model (TransformerModel::greedy_uncached
-// with the vocabulary's special ids): the reference the inference module is checked against,
-// and the evaluator of exact match. Returns the generated ids without <bos>, ending before
-// <eos>.
+// with the vocabulary's special ids): the reference the inference module is checked against.
+// Returns the generated ids without <bos>, ending before <eos>.
 std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const Vocab& vocab,
                                                   const std::vector<std::vector<int32_t>>& prompts,
                                                   int64_t max_new);
@@ -48,8 +49,13 @@ std::vector<std::vector<int32_t>> greedy_uncached(TransformerModel& model, const
 double validation_loss(TransformerModel& model, const EncodedPairs& data, int64_t batch,
                        int32_t pad_id, double* token_accuracy = nullptr);
 
-// Greedy decodes of the pairs `which` (each up to 2·|target| + 8 tokens).
-std::vector<std::vector<int32_t>> greedy_decodes(TransformerModel& model, const Vocab& vocab,
+// The training model's parameters as an InferenceModel, nothing written to a file, packed for
+// decoding (WeightLayout::Decode): evaluation decodes with the decoder `seqtape generate` and
+// `seqtape eval` use.
+InferenceModel inference_view(const TransformerModel& model, const Vocab& vocab);
+
+// Greedy decodes of the pairs `which` (each up to 2·|target| + 8 tokens), `batch` at a time.
+std::vector<std::vector<int32_t>> greedy_decodes(const InferenceModel& model,
                                                  const EncodedPairs& data, int64_t batch,
                                                  const std::vector<size_t>& which);
 

@@ -36,7 +36,7 @@ TEST(InferLayers, CachedSelfAttentionBlockMatchesAttentionInDouble) {
                                            NormPlacement::Post, 5, /*max_positions=*/8);
   auto net = make_model(cfg);
   const InferenceModel m(cfg, test_vocab(), test_util::weights_of(*net), "live model");
-  const DecoderLayerParams& P = m.decoder_layers()[0];
+  const SublayerParams& P = m.decoder_layers()[0].sublayer(SublayerKind::SelfAttention);
   const BlockShape d = BlockShape::of(cfg, MatrixLayout::InOut);
   const int64_t C = d.C, H = d.H, Dh = d.Dh, n = 3, cap = 4;
 
@@ -44,8 +44,8 @@ TEST(InferLayers, CachedSelfAttentionBlockMatchesAttentionInDouble) {
   std::vector<double> prev(size_t(2 * C)), x0(size_t(n * C));
   for (size_t i = 0; i < prev.size(); ++i) prev[i] = std::sin(0.7 * double(i) + 0.3);
   for (size_t i = 0; i < x0.size(); ++i) x0[i] = std::cos(1.3 * double(i));
-  const std::vector<double> pk = affine(prev, 2, P.self_attn.wk, P.self_attn.bk);
-  const std::vector<double> pv = affine(prev, 2, P.self_attn.wv, P.self_attn.bv);
+  const std::vector<double> pk = affine(prev, 2, P.attn.wk, P.attn.bk);
+  const std::vector<double> pv = affine(prev, 2, P.attn.wv, P.attn.bv);
   std::vector<float> kc(size_t(H * (cap + 1) * Dh)), vc(kc.size());  // [H, Tc, Dh]
   for (int64_t h = 0; h < H; ++h)
     for (int64_t t = 0; t < 2; ++t)
@@ -67,13 +67,13 @@ TEST(InferLayers, CachedSelfAttentionBlockMatchesAttentionInDouble) {
   g.row_stride = Dh;
   g.n_keys = 2 + n;
   g.append = true;
-  attention_block(d, P.self_attn, P.self_norm, x.data(), n, true, {&g, 1}, s, {});
+  attention_block(d, P.attn, P.norm, x.data(), n, true, {&g, 1}, s, {});
 
   // The same in double: keys = the cached two, then the three new; query t sees 3 + t keys.
-  std::vector<double> q0 = affine(x0, n, P.self_attn.wq, P.self_attn.bq);
+  std::vector<double> q0 = affine(x0, n, P.attn.wq, P.attn.bq);
   std::vector<double> keys = pk, vals = pv;
-  for (double e : affine(x0, n, P.self_attn.wk, P.self_attn.bk)) keys.push_back(e);
-  for (double e : affine(x0, n, P.self_attn.wv, P.self_attn.bv)) vals.push_back(e);
+  for (double e : affine(x0, n, P.attn.wk, P.attn.bk)) keys.push_back(e);
+  for (double e : affine(x0, n, P.attn.wv, P.attn.bv)) vals.push_back(e);
   std::vector<double> c(size_t(n * C), 0.0);
   for (int64_t t = 0; t < n; ++t)
     for (int64_t h = 0; h < H; ++h) {
@@ -91,7 +91,7 @@ TEST(InferLayers, CachedSelfAttentionBlockMatchesAttentionInDouble) {
         for (int64_t e = 0; e < Dh; ++e)
           c[size_t(t * C + h * Dh + e)] += w[j] / z * vals[j * size_t(C) + size_t(h * Dh + e)];
     }
-  const std::vector<double> o = affine(c, n, P.self_attn.wo, P.self_attn.bo);
+  const std::vector<double> o = affine(c, n, P.attn.wo, P.attn.bo);
   for (int64_t t = 0; t < n; ++t) {  // post-norm: LN(x + o)
     double mean = 0, var = 0;
     for (int64_t e = 0; e < C; ++e) mean += x0[size_t(t * C + e)] + o[size_t(t * C + e)];
@@ -101,9 +101,8 @@ TEST(InferLayers, CachedSelfAttentionBlockMatchesAttentionInDouble) {
     var /= double(C);
     for (int64_t e = 0; e < C; ++e) {
       const double y = (x0[size_t(t * C + e)] + o[size_t(t * C + e)] - mean) /
-                           std::sqrt(var + cfg.layer_norm_eps) *
-                           P.self_norm.gamma.data<float>()[e] +
-                       P.self_norm.beta.data<float>()[e];
+                           std::sqrt(var + cfg.layer_norm_eps) * P.norm.gamma.data<float>()[e] +
+                       P.norm.beta.data<float>()[e];
       EXPECT_NEAR(x[size_t(t * C + e)], y, 1e-5) << "position " << t << " channel " << e;
     }
   }

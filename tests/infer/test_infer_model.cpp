@@ -90,7 +90,7 @@ TEST(InferLogits, Seq2SeqMatchesTrainingForwardOnPaddedBatch) {
       net->set_training(false);
       InferenceModel m = view_of(*net, layout);
       EXPECT_TRUE(m.embed().same_storage(net->parameter("embed.weight").value()));  // a view
-      const Tensor& wq = m.decoder_layers()[0].self_attn.wq;
+      const Tensor& wq = m.decoder_layers()[0].sublayer(SublayerKind::SelfAttention).attn.wq;
       const Tensor& live_wq = net->parameter("decoder.layers.0.self_attn.wq").value();
       EXPECT_EQ(wq.same_storage(live_wq), layout == WeightLayout::Training);
       if (layout == WeightLayout::Decode) {  // packed: strip 0, input i, output o at i·32 + o
@@ -396,7 +396,8 @@ TEST(InferModel, CheckpointRoundTripDecodesLikeTheLiveModel) {
 
   InferenceModel loaded = InferenceModel::load(dir.file("ckpt.bin"));
   EXPECT_EQ(loaded.layout(), WeightLayout::Decode);  // load() packs the decoder's matrices
-  EXPECT_EQ(loaded.decoder_layers()[0].ffn.w1.shape(), (Shape{1, 8, 32}));  // [F/32, C, 32]
+  EXPECT_EQ(loaded.decoder_layers()[0].sublayer(SublayerKind::FeedForward).ffn.w1.shape(),
+            (Shape{1, 8, 32}));  // [F/32, C, 32]
   EXPECT_EQ(loaded.config().d_model, 8);
   EXPECT_EQ(loaded.vocab().tokens(), test_vocab().tokens());
   GenerateOptions o;

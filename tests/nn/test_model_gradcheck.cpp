@@ -48,6 +48,28 @@ TEST(ModelGradcheck, VariantsGeluTanhLearnedTiedNoNorm) {
   expect_all_pass(b, 1 + 4 + 2 + 2 + 2 + 2 + 2);
 }
 
+// RMSNorm: one gamma per norm (no beta), in the fused post-norm residual and in pre-norm with
+// the final norms.
+TEST(ModelGradcheck, RmsNormPostAndPre) {
+  ModelConfig a = tiny(Arch::Seq2Seq, NormPlacement::Post);
+  a.norm_kind = NormKind::RmsNorm;
+  expect_all_pass(a, 45 - 5);  // five norms without beta
+  ModelConfig b = tiny(Arch::DecoderOnly, NormPlacement::Pre);
+  b.norm_kind = NormKind::RmsNorm;
+  expect_all_pass(b, 19 + 2 - 3);  // a final norm; three norms without beta
+}
+
+// SwiGLU: w3 (and b3 with ffn_bias) in every feed-forward.
+TEST(ModelGradcheck, SwiGlu) {
+  ModelConfig a = tiny(Arch::Seq2Seq, NormPlacement::Post);
+  a.activation = Activation::Swiglu;
+  expect_all_pass(a, 45 + 4);  // w3 and b3 in two feed-forwards
+  ModelConfig b = tiny(Arch::DecoderOnly, NormPlacement::Post);
+  b.activation = Activation::Swiglu;
+  b.ffn_bias = false;
+  expect_all_pass(b, 19 - 2 + 1);  // w1, w2, w3 without biases
+}
+
 // The checker must catch a wrong gradient: a loss term that reads a weight outside the tape
 // has a numeric derivative but no analytic one.
 TEST(ModelGradcheck, DetectsAMissingGradient) {
