@@ -42,9 +42,10 @@ std::vector<std::string> model_file_paths(const std::string& path);
 
 // read_model_files, as a model for decoding, its weights stored as `compute` says (resolved:
 // f32, int8 or bf16). A quantized export decodes as its own type: `compute` must be that type
-// (an Error naming the file otherwise), or nullopt for the files' own type.
+// (an Error naming the file otherwise), or nullopt (the default) for the files' own type: f32
+// for a checkpoint or an f32 export.
 InferenceModel load_model(const std::string& path, WeightLayout layout = WeightLayout::Decode,
-                          std::optional<ComputeType> compute = ComputeType::F32);
+                          std::optional<ComputeType> compute = std::nullopt);
 // The files as a model decoding as `compute` (resolved), under the same rule.
 InferenceModel model_from_files(ModelFiles f, WeightLayout layout, ComputeType compute);
 

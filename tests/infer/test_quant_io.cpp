@@ -129,8 +129,8 @@ TEST(QuantExport, FilesAreAbout4xAnd2xSmaller) {
   };
   const double f32 = size_of("f32", ComputeType::F32), int8 = size_of("int8", ComputeType::Int8),
                bf16 = size_of("bf16", ComputeType::Bf16);
-  std::printf("model.safetensors: f32 %.0f, int8 %.0f (%.3f), bf16 %.0f (%.3f) bytes\n", f32,
-              int8, int8 / f32, bf16, bf16 / f32);
+  std::printf("model.safetensors: f32 %.0f, int8 %.0f (%.3f), bf16 %.0f (%.3f) bytes\n", f32, int8,
+              int8 / f32, bf16, bf16 / f32);
   // int8: a byte per weight, plus a float32 scale per output (In 128 or 512), the float32
   // biases and norms and the header; bf16: two bytes per weight.
   EXPECT_GT(int8 / f32, 0.25);
@@ -149,8 +149,8 @@ TEST(QuantExport, DecodesOnlyAsItsOwnType) {
   test_util::TempDir dir("quant_type");
   const std::string ck = wide_checkpoint(dir, Arch::Seq2Seq, false);
   export_checkpoint(ck, dir.file("exp"), ComputeType::Int8);
-  EXPECT_EQ(load_model(dir.file("exp"), WeightLayout::Decode, std::nullopt).compute_type(),
-            ComputeType::Int8);
+  EXPECT_EQ(load_model(dir.file("exp")).compute_type(), ComputeType::Int8);
+  EXPECT_EQ(load_model(ck).compute_type(), ComputeType::F32);
   EXPECT_ERROR_HAS(
       load_model(dir.file("exp"), WeightLayout::Decode, ComputeType::Bf16),
       "model.safetensors: is an export quantized as int8: it decodes as int8, not bf16");
