@@ -1694,6 +1694,36 @@ TEST(ComputeTypeCli, MissingUnitsAreNamedAndAutoFallsBackToF32) {
   EXPECT_EQ(chosen.out, f32.out);
 }
 
+// The good side of the quantized-export rows: `export --compute-type int8` then generate from
+// the export (its type taken without the flag, or with auto) gives the tokens and score that
+// --compute-type int8 gives on the checkpoint.
+TEST(ComputeTypeCli, QuantizedExportDecodesWhatItsTypeDecodes) {
+  const std::string dir = Workspace::get().dir();
+  const CliResult exported = run_cli(
+      {"export", "--model", "run/checkpoint.bin", "--out", "q_cli", "--compute-type", "int8"}, dir);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_NE(exported.out.find("(int8)"), std::string::npos) << exported.out;
+  const auto decode = [&](const std::string& model, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"generate", "--model", model,       "--input",
+                                  "今天",     "--json",  "--beam",    "3",
+                                  "--n-best", "1",       "--max-new", "8"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::make_pair(nlohmann::json::parse(r.out), r.err);
+  };
+  const auto [want, _] = decode("run/checkpoint.bin", {"--compute-type", "int8"});
+  for (const std::vector<std::string>& flag :
+       {std::vector<std::string>{}, std::vector<std::string>{"--compute-type", "auto"}}) {
+    const auto [got, err] = decode("q_cli", flag);
+    EXPECT_EQ(got["tokens"], want["tokens"]);
+    EXPECT_EQ(got["score"], want["score"]);
+    if (!flag.empty()) {
+      EXPECT_NE(err.find("auto chose int8"), std::string::npos) << err;
+    }
+  }
+}
+
 // The good side of --end: a token given with --end ends decoding as <eos> does.
 TEST(GenerateCli, EndTokenEndsLikeEos) {
   const std::string dir = Workspace::get().dir();
