@@ -26,6 +26,7 @@
 #include "eval/metrics.h"
 #include "infer/load.h"
 #include "infer/model.h"
+#include "infer/quant_io.h"
 #include "infer/search.h"
 #include "io/envelope.h"
 #include "train/dataset.h"
@@ -38,7 +39,7 @@ namespace {
 
 struct EvalArgs {
   std::string model, data, out;
-  std::string compute_type = "f32";  // of the decoding; the loss is float32
+  std::string compute_type;  // of the decoding ("" when not given); the loss is float32
   int64_t beam = 1, batch = 32;
   bool json = false;
   bool copy_baseline = false;
@@ -87,10 +88,13 @@ int run_copy_baseline(const EvalArgs& a, const std::vector<TextPair>& pairs,
 
 // Teacher-forced loss and token accuracy with a training model built from the model's files,
 // the text encoded by its own codec (the SentencePiece model it trained with, or characters).
+// A quantized export's matrices enter the (float32) training model dequantized.
 void teacher_forced(const EvalArgs& a, const ModelFiles& f, const std::vector<TextPair>& pairs,
                     double& loss, double& accuracy) {
   auto model = make_model(f.cfg);
-  load_params_into(*model, f.params, f.where);
+  std::vector<NamedTensor> params = f.params;
+  for (NamedTensor& t : dequantized(f.quantized)) params.push_back(std::move(t));
+  load_params_into(*model, params, f.where);
   const EncodedPairs enc = encode_pairs(f.cfg.arch, *f.codec, pairs, a.data);
   loss = validation_loss(*model, enc, a.batch, f.vocab.pad_id(), &accuracy);
 }
@@ -122,7 +126,7 @@ int run_eval(const EvalArgs& a) {
          "pairs as source <sep> target, which this model cannot read (decode its "
          "prompts with generate instead)");
   const InferenceModel model(f.cfg, f.vocab, f.params, f.where, WeightLayout::Decode, f.codec,
-                             chosen_compute_type(a.compute_type));
+                             chosen_compute_type(a.compute_type, f.compute), f.quantized);
   GenerateOptions o;
   o.beam = a.beam;
   o.max_new = model.config().max_positions;  // capped by max_positions in any case

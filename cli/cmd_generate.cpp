@@ -39,7 +39,7 @@ extern "C" void on_sigint(int) {
 
 struct GenerateArgs {
   std::string model, input, input_file, output, trace;
-  std::string compute_type = "f32";
+  std::string compute_type;  // "" when not given
   int64_t batch_size = 1;
   std::vector<std::string> end_tokens;       // --end: extra end tokens besides <eos>
   std::vector<std::string> suppress_tokens;  // --suppress: never generated
@@ -424,8 +424,7 @@ void check_outputs(const GenerateArgs& a) {
 int run_generate(const GenerateArgs& a) {
   check_flags(a);
   check_outputs(a);
-  InferenceModel model =
-      load_model(a.model, WeightLayout::Decode, chosen_compute_type(a.compute_type));
+  InferenceModel model = load_decoding_model(a.model, a.compute_type);
   const TextCodec& tok = model.codec();
   GenerateOptions o = options_of(a, model);
   std::ofstream file;

@@ -32,7 +32,7 @@ constexpr int64_t kMaxTimeoutMs = 86'400'000;  // a day
 
 struct ServeArgs {
   std::string model;
-  std::string compute_type = "f32";
+  std::string compute_type;  // "" when not given
   serve::ServerOptions o;
   int64_t drain_ms = 10000;
   bool max_batch_given = false;
@@ -79,8 +79,7 @@ int run_serve(ServeArgs& a) {
   if (o.port < 0 || o.port > 65535)
     throw UsageError("--port must be in [0, 65535], got " + std::to_string(o.port));
   if (!a.api_key_file.empty()) o.api_keys = serve::read_api_keys(a.api_key_file);
-  const InferenceModel model =
-      load_model(a.model, WeightLayout::Decode, chosen_compute_type(a.compute_type));
+  const InferenceModel model = load_decoding_model(a.model, a.compute_type);
   o.model_name = model_display_name(a.model);
   serve::Server server(model, o);
   const int port = server.bind();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "infer/quant_io.h"
 #include "io/checkpoint.h"
 #include "io/envelope.h"
 #include "io/safetensors.h"
@@ -72,6 +73,15 @@ class MemFile {
 const MemFile& mem_file() {
   static const MemFile f;
   return f;
+}
+
+bool same_stored(const std::vector<StoredTensor>& a, const std::vector<StoredTensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].dtype != b[i].dtype || a[i].shape != b[i].shape ||
+        a[i].bytes != b[i].bytes)
+      return false;
+  return true;
 }
 
 bool same_tensors(const std::vector<NamedTensor>& a, const std::vector<NamedTensor>& b) {
@@ -144,7 +154,7 @@ void safetensors_input(std::string_view bytes) {
   }
   std::string again;
   try {
-    again = safetensors_to_bytes(f.tensors, f.metadata);
+    again = safetensors_to_bytes(f.tensors, f.metadata, f.stored);
   } catch (const Error& e) {
     violated(std::string("accepted safetensors cannot be written back: ") + e.what());
   }
@@ -154,8 +164,13 @@ void safetensors_input(std::string_view bytes) {
   } catch (const Error& e) {
     violated(std::string("rewritten safetensors do not read back: ") + e.what());
   }
-  if (!same_tensors(f.tensors, g.tensors) || f.metadata != g.metadata)
+  if (!same_tensors(f.tensors, g.tensors) || !same_stored(f.stored, g.stored) ||
+      f.metadata != g.metadata)
     violated("safetensors change in a write/read round trip");
+  try {
+    (void)read_quantized(std::move(f), "fuzz.safetensors");
+  } catch (const Error&) {
+  }
 }
 
 void vocab_input(std::string_view bytes) {

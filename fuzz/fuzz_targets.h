@@ -27,7 +27,9 @@ struct InvariantViolation : std::logic_error {
 void checkpoint_input(std::string_view bytes);
 
 // A whole safetensors file -> read_safetensors_from_memory; an accepted file must survive
-// safetensors_to_bytes -> read again with the same tensors and metadata.
+// safetensors_to_bytes -> read again with the same tensors (I8 and BF16 ones too) and metadata.
+// Then read_quantized (a quantized export's dtypes, scales and values) accepts it or throws an
+// Error.
 void safetensors_input(std::string_view bytes);
 
 // "<vocabulary file bytes>\0<text>" -> Vocab::load (through an in-memory file), Tokenizer,

@@ -9,7 +9,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "infer/export.h"
 #include "io/checkpoint.h"
+#include "io/envelope.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "train/dataset.h"
@@ -80,6 +82,14 @@ int main(int argc, char** argv) {
   const fs::path dir = argv[1];
   const Checkpoint model = tiny_model_checkpoint();
   write(dir / "checkpoint" / "tiny_model.ckpt", checkpoint_to_bytes(model));
+  // Quantized exports of that checkpoint, as `seqtape export --compute-type` writes them.
+  for (ComputeType t : {ComputeType::Int8, ComputeType::Bf16}) {
+    const fs::path out = fs::temp_directory_path() / "seqtape_make_seeds_export";
+    export_checkpoint((dir / "checkpoint" / "tiny_model.ckpt").string(), out.string(), t);
+    write(dir / "safetensors" / ("tiny_model_" + std::string(to_string(t)) + ".safetensors"),
+          read_user_file((out / "model.safetensors").string(), "export", 1 << 20));
+    fs::remove_all(out);
+  }
   write(dir / "checkpoint" / "small.ckpt", checkpoint_to_bytes(small_checkpoint()));
   write(dir / "checkpoint" / "empty.ckpt", checkpoint_to_bytes(Checkpoint{}));
 

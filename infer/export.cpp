@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "infer/quant_io.h"
 #include "io/envelope.h"
 #include "io/safetensors.h"
 #include "io/weights.h"
@@ -14,7 +15,10 @@
 
 namespace seqtape {
 
-ExportReport export_checkpoint(const std::string& checkpoint_path, const std::string& out_dir) {
+ExportReport export_checkpoint(const std::string& checkpoint_path, const std::string& out_dir,
+                               ComputeType compute) {
+  if (compute == ComputeType::Auto)
+    fail("export", "compute type auto names no stored type (give f32, int8 or bf16)");
   Checkpoint c = load_checkpoint(checkpoint_path);
   const ModelConfig cfg = checkpoint_config(c, checkpoint_path);
   // The files written must describe one model, as generate requires of the checkpoint: the
@@ -33,13 +37,20 @@ ExportReport export_checkpoint(const std::string& checkpoint_path, const std::st
   fs::create_directories(out_dir);
   const fs::path dir(out_dir);
   ExportReport r;
-  r.tensors = c.params.size();
+  r.tensors = c.params.size();  // a quantized export adds its scales below
   r.safetensors_path = (dir / "model.safetensors").string();
-  write_safetensors(r.safetensors_path, c.params,
-                    {{"format", "seqtape"},
-                     {"linear_layout", std::string(kLinearLayout)},
-                     {"step", std::to_string(c.step)},
-                     {"tokenizer", c.tokenizer_kind}});
+  std::map<std::string, std::string> metadata{{"format", "seqtape"},
+                                              {"linear_layout", std::string(kLinearLayout)},
+                                              {"step", std::to_string(c.step)},
+                                              {"tokenizer", c.tokenizer_kind}};
+  if (compute == ComputeType::F32) {
+    write_safetensors(r.safetensors_path, c.params, metadata);
+  } else {
+    metadata[kComputeTypeKey] = to_string(compute);
+    const QuantizedTensors q = quantize_for_export(c.params, compute);
+    write_safetensors(r.safetensors_path, q.tensors, metadata, q.stored);
+    r.tensors = q.tensors.size() + q.stored.size();
+  }
   // Each write checked (write_file_atomic): a failure is an Error naming the file.
   write_file_atomic((dir / "config.json").string(), {cfg.to_json().dump(2) + "\n"});
   std::string vocab;

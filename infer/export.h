@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "infer/quant.h"  // ComputeType
+
 namespace seqtape {
 
 struct ExportReport {
@@ -11,6 +13,9 @@ struct ExportReport {
   std::string safetensors_path;
 };
 
-ExportReport export_checkpoint(const std::string& checkpoint_path, const std::string& out_dir);
+// compute int8 or bf16 writes the decoder's matrices quantized as that type decodes them, with
+// their scales (infer/quant_io.h); f32 (the default) writes every weight as trained.
+ExportReport export_checkpoint(const std::string& checkpoint_path, const std::string& out_dir,
+                               ComputeType compute = ComputeType::F32);
 
 }  // namespace seqtape

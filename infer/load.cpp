@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "infer/quant_io.h"
 #include "io/checkpoint.h"
 #include "io/envelope.h"
 #include "io/safetensors.h"
@@ -42,13 +43,17 @@ ModelFiles read_export(const fs::path& dir) {
                                                         : "'" + layout->second + "'") +
                       " in the metadata; seqtape reads only '" + std::string(kLinearLayout) +
                       "' (the layout seqtape export writes)");
-  f.params = std::move(weights.tensors);
+  const std::map<std::string, std::string> metadata = weights.metadata;
+  QuantizedParams q = read_quantized(std::move(weights), f.where);
+  f.params = std::move(q.params);
+  f.compute = q.type;
+  f.quantized = std::move(q.matrices);
   const std::string spm = (dir / kJointModelFile).string();
   const bool has_spm = fs::is_regular_file(spm);
-  const auto named = weights.metadata.find("tokenizer");
-  const std::string kind = named != weights.metadata.end() ? named->second
-                           : has_spm                       ? std::string(kSentencePieceCodec)
-                                                           : std::string(kCharsCodec);
+  const auto named = metadata.find("tokenizer");
+  const std::string kind = named != metadata.end() ? named->second
+                           : has_spm               ? std::string(kSentencePieceCodec)
+                                                   : std::string(kCharsCodec);
   std::string model_bytes, where = f.where;  // the codec's: none for characters
   if (kind == kSentencePieceCodec) {
     if (!has_spm)
@@ -100,10 +105,20 @@ std::vector<std::string> model_file_paths(const std::string& path) {
   return files;
 }
 
-InferenceModel load_model(const std::string& path, WeightLayout layout, ComputeType compute) {
-  ModelFiles f = read_model_files(path);
+InferenceModel model_from_files(ModelFiles f, WeightLayout layout, ComputeType compute) {
+  if (f.compute != ComputeType::F32 && compute != f.compute)
+    fail(f.where, std::string("is an export quantized as ") + to_string(f.compute) +
+                      ": it decodes as " + to_string(f.compute) + ", not " + to_string(compute) +
+                      " (export the checkpoint again for another compute type)");
   return InferenceModel(f.cfg, std::move(f.vocab), f.params, f.where, layout, std::move(f.codec),
-                        compute);
+                        compute, f.quantized);
+}
+
+InferenceModel load_model(const std::string& path, WeightLayout layout,
+                          std::optional<ComputeType> compute) {
+  ModelFiles f = read_model_files(path);
+  const ComputeType c = compute.value_or(f.compute);
+  return model_from_files(std::move(f), layout, c);
 }
 
 }  // namespace seqtape

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "infer/load.h"
+#include "infer/quant_io.h"
 #include "io/weights.h"
 #include "model/blocks.h"
 #include "model/param_names.h"
@@ -20,29 +21,37 @@ namespace pn = param_name;
 
 namespace {
 
-// The given weights by name.
+// The given weights by name, and the matrices given quantized.
 class ParamTable {
  public:
-  ParamTable(const std::vector<NamedTensor>& params, std::string where) : where_(std::move(where)) {
+  ParamTable(const std::vector<NamedTensor>& params,
+             const std::map<std::string, QuantWeight>& quantized, std::string where)
+      : where_(std::move(where)), quantized_(quantized) {
     for (const NamedTensor& p : params) {
       if (!p.value.defined()) fail(where_, "parameter '" + p.name + "' is undefined");
       if (!by_name_.emplace(p.name, &p.value).second)
         fail(where_, "parameter '" + p.name + "' appears twice");
     }
   }
-  // Float32 tensors are shared; float64 ones are converted.
+  // Float32 tensors are shared; float64 ones are converted. Undefined for a quantized one.
   Tensor get(const std::string& name) {
+    if (quantized_.count(name)) return {};
     auto it = by_name_.find(name);
     if (it == by_name_.end()) fail(where_, "missing parameter '" + name + "'");
     const Tensor& t = *it->second;
     return t.dtype() == DType::F32 ? t : t.to(DType::F32);
   }
   Tensor maybe(const std::string& name, bool present) { return present ? get(name) : Tensor(); }
+  QuantWeight quantized(const std::string& name) const {
+    const auto it = quantized_.find(name);
+    return it == quantized_.end() ? nullptr : it->second;
+  }
   const std::string& where() const { return where_; }
 
  private:
   std::string where_;
   std::map<std::string, const Tensor*> by_name_;
+  const std::map<std::string, QuantWeight>& quantized_;
 };
 
 AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig& c) {
@@ -55,6 +64,10 @@ AttnParams take_attention(ParamTable& t, const std::string& p, const ModelConfig
   a.bv = t.maybe(dotted(p, pn::kBv), c.attn_bias);
   a.wo = t.get(dotted(p, pn::kWo));
   a.bo = t.maybe(dotted(p, pn::kBo), c.attn_bias);
+  a.qwq = t.quantized(dotted(p, pn::kWq));
+  a.qwk = t.quantized(dotted(p, pn::kWk));
+  a.qwv = t.quantized(dotted(p, pn::kWv));
+  a.qwo = t.quantized(dotted(p, pn::kWo));
   return a;
 }
 // Undefined (no name): no norm.
@@ -67,15 +80,11 @@ NormParams take_norm(ParamTable& t, const std::string& parent, const std::string
 }
 FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
   const bool gate = c.activation == Activation::Swiglu;
-  return {t.get(dotted(p, pn::kW1)),
-          t.maybe(dotted(p, pn::kB1), c.ffn_bias),
-          t.get(dotted(p, pn::kW2)),
-          t.maybe(dotted(p, pn::kB2), c.ffn_bias),
-          t.maybe(dotted(p, pn::kW3), gate),
-          t.maybe(dotted(p, pn::kB3), gate && c.ffn_bias),
-          {},
-          {},
-          {}};  // quantized by quantize_weights() when the compute type asks
+  return {t.get(dotted(p, pn::kW1)),         t.maybe(dotted(p, pn::kB1), c.ffn_bias),
+          t.get(dotted(p, pn::kW2)),         t.maybe(dotted(p, pn::kB2), c.ffn_bias),
+          t.maybe(dotted(p, pn::kW3), gate), t.maybe(dotted(p, pn::kB3), gate && c.ffn_bias),
+          t.quantized(dotted(p, pn::kW1)),   t.quantized(dotted(p, pn::kW2)),
+          t.quantized(dotted(p, pn::kW3))};  // an export's; else quantize_weights() makes them
 }
 
 // A stack's layers as model/blocks.h lists them.
@@ -148,6 +157,7 @@ QuantWeight quantized(Tensor& w, ComputeType t) {
   return q;
 }
 
+// Every matrix not already quantized (an export's come quantized).
 void quantize_layers(std::vector<LayerParams>& layers, ComputeType t) {
   for (LayerParams& l : layers)
     for (SublayerParams& s : l.sublayers)
@@ -155,7 +165,21 @@ void quantize_layers(std::vector<LayerParams>& layers, ComputeType t) {
                           std::pair{&s.attn.wv, &s.attn.qwv}, std::pair{&s.attn.wo, &s.attn.qwo},
                           std::pair{&s.ffn.w1, &s.ffn.qw1}, std::pair{&s.ffn.w2, &s.ffn.qw2},
                           std::pair{&s.ffn.w3, &s.ffn.qw3}})
-        if (w->defined()) *q = quantized(*w, t);
+        if (!*q && w->defined()) *q = quantized(*w, t);
+}
+
+// The parameters the quantized matrices stand for, with their shapes, after checking that
+// they are of the model's compute type.
+std::map<std::string, Shape> quantized_shapes(const std::map<std::string, QuantWeight>& quantized,
+                                              ComputeType compute, const std::string& where) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, q] : quantized) {
+    if (q->type != compute)
+      fail(where, "parameter '" + name + "' is quantized as " + to_string(q->type) +
+                      ", but the model decodes as " + to_string(compute));
+    shapes.emplace(name, stored_shape(name, *q));
+  }
+  return shapes;
 }
 
 size_t matrix_bytes(const Tensor& w, const QuantWeight& q) {
@@ -177,7 +201,8 @@ size_t layers_bytes(const std::vector<LayerParams>& layers) {
 InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
                                const std::vector<NamedTensor>& params, const std::string& where,
                                WeightLayout layout, std::shared_ptr<const TextCodec> codec,
-                               ComputeType compute)
+                               ComputeType compute,
+                               const std::map<std::string, QuantWeight>& quantized)
     : cfg_(cfg),
       vocab_(std::move(vocab)),
       codec_(codec ? std::move(codec) : std::make_shared<const CharCodec>(vocab_)),
@@ -189,11 +214,14 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
                     " tokens are not the vocabulary of " + std::to_string(vocab_.size()));
   check_config(cfg_, vocab_, where);
   // Names, shapes and finite values against nn's parameter list (io/weights.h).
-  for (const auto& [name, t] : check_parameters(cfg_, params, where))
+  const std::map<std::string, Shape> held = quantized_shapes(quantized, compute_, where);
+  for (const auto& [name, t] : check_parameters(cfg_, params, where, held))
     parameter_count_ += static_cast<size_t>(t->numel());
-  ParamTable table(params, where);
+  for (const auto& [name, shape] : held) parameter_count_ += size_t(shape_numel(shape));
+  ParamTable table(params, quantized, where);
   embed_ = table.get(dotted(pn::kEmbed, pn::kWeight));  // [V, C]
-  positions_ = take_positions(table, cfg_);             // [P, C]
+  q_embed_ = table.quantized(dotted(pn::kEmbed, pn::kWeight));
+  positions_ = take_positions(table, cfg_);  // [P, C]
   const ModelBlocks blocks = model_blocks(cfg_);
   if (const StackDesc* e = blocks.encoder()) {
     encoder_ = take_layers(table, *e, cfg_);
@@ -203,7 +231,8 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
   decoder_final_ = take_norm(table, blocks.decoder().name, blocks.decoder().final_norm, cfg_);
   tied_ = cfg_.tie_output;
   if (!tied_) out_w_ = table.get(dotted(pn::kOutProj, pn::kWeight));  // [C, V]
-  out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));                // [V]
+  if (!tied_) q_out_ = table.quantized(dotted(pn::kOutProj, pn::kWeight));
+  out_b_ = table.get(dotted(pn::kOutProj, pn::kBias));  // [V]
   if (compute_ != ComputeType::F32) {
     quantize_weights();
   } else if (layout_ == WeightLayout::Decode) {
@@ -216,10 +245,14 @@ InferenceModel::InferenceModel(const ModelConfig& cfg, Vocab vocab,
 // The embedding (shared with a tied output projection) and every matrix, as compute_ says.
 void InferenceModel::quantize_weights() {
   const int64_t V = cfg_.vocab_size, C = cfg_.d_model;
-  q_embed_ =
-      std::make_shared<const QuantMatrix>(quantize(compute_, embed_.data<float>(), V, C, C, 1));
+  if (!q_embed_)
+    q_embed_ =
+        std::make_shared<const QuantMatrix>(quantize(compute_, embed_.data<float>(), V, C, C, 1));
   embed_ = Tensor();
-  q_out_ = tied_ ? q_embed_ : quantized(out_w_, compute_);
+  if (tied_)
+    q_out_ = q_embed_;
+  else if (!q_out_)
+    q_out_ = quantized(out_w_, compute_);
   quantize_layers(encoder_, compute_);
   quantize_layers(decoder_, compute_);
 }

@@ -11,6 +11,7 @@
 // Dimension key: V vocabulary, C d_model, F d_ff, P max_positions.
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -96,11 +97,14 @@ class InferenceModel {
   // codec: how text becomes ids (a SentencePiece model, say) over the same vocabulary; null for
   // the character tokenizer over `vocab`. compute int8 or bf16 (resolved: never auto) stores the
   // embedding and every matrix quantized (infer/quant.h) in place of the float32 ones.
+  // quantized: matrices already quantized as `compute` (a quantized export, infer/quant_io.h),
+  // by parameter name; they stand for those parameters, which `params` then lacks.
   InferenceModel(const ModelConfig& cfg, Vocab vocab, const std::vector<NamedTensor>& params,
                  const std::string& where = "parameters",
                  WeightLayout layout = WeightLayout::Training,
                  std::shared_ptr<const TextCodec> codec = nullptr,
-                 ComputeType compute = ComputeType::F32);
+                 ComputeType compute = ComputeType::F32,
+                 const std::map<std::string, QuantWeight>& quantized = {});
 
   const ModelConfig& config() const { return cfg_; }
   const Vocab& vocab() const { return vocab_; }

@@ -207,21 +207,24 @@ QuantMatrix quantize(ComputeType t, const float* w, int64_t out, int64_t in, int
   return m;
 }
 
-QuantMatrix int8_matrix(const int8_t* q, const float* scale, int64_t out, int64_t in) {
+QuantMatrix int8_matrix(const int8_t* q, const float* scale, int64_t out, int64_t in,
+                        int64_t stride_out, int64_t stride_in) {
   QuantMatrix m = empty_matrix(ComputeType::Int8, out, in);
   for (int64_t j = 0; j < out; ++j) {
-    for (int64_t p = 0; p < in; ++p) m.q[size_t(QuantMatrix::at(j, p, m.ld, 4))] = q[j * in + p];
+    for (int64_t p = 0; p < in; ++p)
+      m.q[size_t(QuantMatrix::at(j, p, m.ld, 4))] = q[j * stride_out + p * stride_in];
     m.scale[size_t(j)] = scale[j];
   }
   fill_sums(m);
   return m;
 }
 
-QuantMatrix bf16_matrix(const uint16_t* bits, int64_t out, int64_t in) {
+QuantMatrix bf16_matrix(const uint16_t* bits, int64_t out, int64_t in, int64_t stride_out,
+                        int64_t stride_in) {
   QuantMatrix m = empty_matrix(ComputeType::Bf16, out, in);
   for (int64_t j = 0; j < out; ++j)
     for (int64_t p = 0; p < in; ++p)
-      m.bf16[size_t(QuantMatrix::at(j, p, m.ld, 2))] = bits[j * in + p];
+      m.bf16[size_t(QuantMatrix::at(j, p, m.ld, 2))] = bits[j * stride_out + p * stride_in];
   return m;
 }
 

@@ -72,11 +72,13 @@ using QuantWeight = std::shared_ptr<const QuantMatrix>;
 // W's element (output j, input p) at w[j·stride_out + p·stride_in], quantized as type t.
 QuantMatrix quantize(ComputeType t, const float* w, int64_t out, int64_t in, int64_t stride_out,
                      int64_t stride_in);
-// A stored int8 matrix [Out, In] and its scales [Out] (an export); the scales are checked by
-// the caller (finite, > 0).
-QuantMatrix int8_matrix(const int8_t* q, const float* scale, int64_t out, int64_t in);
-// A stored bf16 matrix [Out, In] (an export).
-QuantMatrix bf16_matrix(const uint16_t* bits, int64_t out, int64_t in);
+// A stored int8 matrix (an export), element (output j, input p) at q[j·stride_out + p·stride_in],
+// and its scales [Out]; the caller checks the scales (finite, > 0) and the values (not -128).
+QuantMatrix int8_matrix(const int8_t* q, const float* scale, int64_t out, int64_t in,
+                        int64_t stride_out, int64_t stride_in);
+// A stored bf16 matrix (an export), its bits laid out as int8_matrix's values.
+QuantMatrix bf16_matrix(const uint16_t* bits, int64_t out, int64_t in, int64_t stride_out,
+                        int64_t stride_in);
 
 // bfloat16 of x rounded to nearest even (NaN kept a NaN), and back.
 uint16_t to_bf16(float x);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "io/envelope.h"
@@ -24,9 +25,39 @@ const char* st_dtype(DType d) {
   return d == DType::F32 ? "F32" : "F64";
 }
 
+// One tensor of the header: its name, dtype, shape and bytes.
+struct Part {
+  const std::string& name;
+  const char* dtype;
+  const Shape& shape;
+  std::string_view bytes;
+};
+
+std::vector<Part> parts_of(const std::vector<NamedTensor>& tensors,
+                           const std::vector<StoredTensor>& stored, const std::string& where) {
+  std::vector<Part> parts;
+  for (const auto& nt : tensors) {
+    if (!nt.value.defined()) fail(where, "tensor \"" + nt.name + "\" is undefined");
+    parts.push_back({nt.name,
+                     st_dtype(nt.value.dtype()),
+                     nt.value.shape(),
+                     {static_cast<const char*>(nt.value.raw()), nt.value.nbytes()}});
+  }
+  for (const auto& st : stored) {
+    if (st.bytes.size() != size_t(shape_numel(st.shape)) * stored_dtype_size(st.dtype))
+      fail(where, "tensor \"" + st.name + "\" has " + std::to_string(st.bytes.size()) +
+                      " bytes, not those of " + to_string(st.dtype) + " " + shape_str(st.shape));
+    parts.push_back({st.name,
+                     to_string(st.dtype),
+                     st.shape,
+                     {reinterpret_cast<const char*>(st.bytes.data()), st.bytes.size()}});
+  }
+  return parts;
+}
+
 // The header, padded with spaces so that the data section starts 8-byte aligned, preceded by
 // its u64 length. `where` names the destination in errors.
-std::string build_header(const std::vector<NamedTensor>& tensors,
+std::string build_header(const std::vector<Part>& parts,
                          const std::map<std::string, std::string>& metadata,
                          const std::string& where) {
   OrderedJson h = OrderedJson::object();
@@ -37,14 +68,12 @@ std::string build_header(const std::vector<NamedTensor>& tensors,
   }
   std::set<std::string_view> seen;
   uint64_t offset = 0;
-  for (const auto& nt : tensors) {
-    if (nt.name == "__metadata__") fail(where, "tensor name \"__metadata__\" is reserved");
-    if (!nt.value.defined()) fail(where, "tensor \"" + nt.name + "\" is undefined");
-    if (!seen.insert(nt.name).second) fail(where, "duplicate tensor name \"" + nt.name + "\"");
-    const uint64_t end = offset + nt.value.nbytes();
-    h[nt.name] = OrderedJson{{"dtype", st_dtype(nt.value.dtype())},
-                             {"shape", nt.value.shape()},
-                             {"data_offsets", {offset, end}}};
+  for (const Part& p : parts) {
+    if (p.name == "__metadata__") fail(where, "tensor name \"__metadata__\" is reserved");
+    if (!seen.insert(p.name).second) fail(where, "duplicate tensor name \"" + p.name + "\"");
+    const uint64_t end = offset + p.bytes.size();
+    h[p.name] =
+        OrderedJson{{"dtype", p.dtype}, {"shape", p.shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   std::string json;
@@ -62,10 +91,9 @@ std::string build_header(const std::vector<NamedTensor>& tensors,
 }
 
 std::vector<std::string_view> file_parts(const std::string& header,
-                                         const std::vector<NamedTensor>& tensors) {
+                                         const std::vector<Part>& tensors) {
   std::vector<std::string_view> parts{header};
-  for (const auto& nt : tensors)
-    parts.emplace_back(static_cast<const char*>(nt.value.raw()), nt.value.nbytes());
+  for (const Part& p : tensors) parts.push_back(p.bytes);
   return parts;
 }
 
@@ -78,6 +106,7 @@ struct Source {
 struct Entry {
   std::string name;
   DType dtype;
+  std::optional<StoredDType> stored;  // I8 or BF16 (then dtype is unused)
   Shape shape;
   uint64_t begin, end;
 };
@@ -87,14 +116,19 @@ uint64_t get_u64(const OrderedJson& v, const std::string& name, const std::strin
   return v.get<uint64_t>();
 }
 
-DType parse_dtype(const std::string& s, const std::string& name, const std::string& t) {
-  if (s == "F32") return DType::F32;
-  if (s == "F64") return DType::F64;
-  static const std::set<std::string> known = {"BOOL", "U8",      "I8",     "I16", "U16",
-                                              "F16",  "BF16",    "I32",    "U32", "I64",
-                                              "U64",  "F8_E4M3", "F8_E5M2"};
+void parse_dtype(const std::string& s, Entry& e, const std::string& name, const std::string& t) {
+  if (s == "F32" || s == "F64") {
+    e.dtype = s == "F32" ? DType::F32 : DType::F64;
+    return;
+  }
+  if (s == "I8" || s == "BF16") {
+    e.stored = s == "I8" ? StoredDType::I8 : StoredDType::BF16;
+    return;
+  }
+  static const std::set<std::string> known = {"BOOL", "U8",  "I16", "U16",     "F16",
+                                              "I32",  "U32", "I64", "F8_E4M3", "F8_E5M2"};
   if (known.count(s))
-    fail(name, t + ": dtype " + s + " is not supported (seqtape reads F32 and F64)");
+    fail(name, t + ": dtype " + s + " is not supported (seqtape reads F32, F64, I8 and BF16)");
   fail(name, t + ": unknown dtype \"" + s + "\"");
 }
 
@@ -104,7 +138,7 @@ void check_span(const Entry& e, const std::string& s, const std::string& offs,
                 const std::string& name, const std::string& t) {
   const uint64_t span = e.end - e.begin;
   const bool empty = std::find(e.shape.begin(), e.shape.end(), 0) != e.shape.end();
-  uint64_t need = empty ? 0 : dtype_size(e.dtype);
+  uint64_t need = empty ? 0 : e.stored ? stored_dtype_size(*e.stored) : dtype_size(e.dtype);
   bool overflow = false;
   for (int64_t d : e.shape)
     if (!empty)
@@ -131,7 +165,7 @@ Entry parse_entry(const std::string& key, const OrderedJson& v, uint64_t data_si
   const auto& dt = v["dtype"];
   if (!dt.is_string()) fail(name, t + ": dtype is not a string");
   const auto& s = dt.get_ref<const std::string&>();
-  e.dtype = parse_dtype(s, name, t);
+  parse_dtype(s, e, name, t);
 
   const auto& shape = v["shape"];
   if (!shape.is_array()) fail(name, t + ": shape is not an array");
@@ -243,6 +277,13 @@ SafetensorsFile parse(const Source& src, const std::string& name) {
   // All spans are inside the file and disjoint, so these allocations sum to at most its size.
   out.tensors.reserve(entries.size());
   for (auto& e : entries) {
+    if (e.stored) {
+      StoredTensor st{std::move(e.name), *e.stored, std::move(e.shape), {}};
+      st.bytes.resize(e.end - e.begin);
+      src.read(8 + n + e.begin, reinterpret_cast<char*>(st.bytes.data()), st.bytes.size());
+      out.stored.push_back(std::move(st));
+      continue;
+    }
     Tensor t = Tensor::empty(e.shape, e.dtype);
     src.read(8 + n + e.begin, static_cast<char*>(t.raw()), t.nbytes());
     out.tensors.push_back({std::move(e.name), std::move(t)});
@@ -262,18 +303,29 @@ SafetensorsFile parse_guarded(const Source& src, const std::string& name) {
 
 }  // namespace
 
+const char* to_string(StoredDType d) {
+  return d == StoredDType::I8 ? "I8" : "BF16";
+}
+size_t stored_dtype_size(StoredDType d) {
+  return d == StoredDType::I8 ? 1 : 2;
+}
+
 std::string safetensors_to_bytes(const std::vector<NamedTensor>& tensors,
-                                 const std::map<std::string, std::string>& metadata) {
-  const std::string header = build_header(tensors, metadata, "safetensors");
+                                 const std::map<std::string, std::string>& metadata,
+                                 const std::vector<StoredTensor>& stored) {
+  const std::vector<Part> parts = parts_of(tensors, stored, "safetensors");
+  const std::string header = build_header(parts, metadata, "safetensors");
   std::string out;
-  for (std::string_view part : file_parts(header, tensors)) out += part;
+  for (std::string_view part : file_parts(header, parts)) out += part;
   return out;
 }
 
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  const std::string header = build_header(tensors, metadata, path + ": cannot save safetensors");
-  write_file_atomic(path, file_parts(header, tensors));
+                       const std::map<std::string, std::string>& metadata,
+                       const std::vector<StoredTensor>& stored) {
+  const std::string where = path + ": cannot save safetensors";
+  const std::vector<Part> parts = parts_of(tensors, stored, where);
+  write_file_atomic(path, file_parts(build_header(parts, metadata, where), parts));
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {

@@ -5,7 +5,7 @@
 //   u64 little-endian N, the header length in bytes
 //   N bytes of JSON, padded with spaces so that 8 + N is a multiple of 8:
 //     {"__metadata__":{"key":"value",...},                  (only if there is metadata)
-//      "<name>":{"dtype":"F32"|"F64","shape":[d0,...],"data_offsets":[begin,end]}, ...}
+//      "<name>":{"dtype":"F32"|"F64"|"I8"|"BF16","shape":[d0,...],"data_offsets":[begin,end]}, ...}
 //   the data section: raw row-major little-endian tensors, contiguous, without padding
 //
 // Offsets are relative to the data section. The writer lays tensors out in the given order and
@@ -15,6 +15,10 @@
 // The header is read only after its length is checked against the file (and a 100 MB cap);
 // tensors are allocated only after all spans are checked, so memory stays within the file size
 // (plus the parsed header).
+//
+// F32 and F64 tensors are Tensors. I8 and BF16 ones (the matrices of a quantized export,
+// infer/quant_io.h) are StoredTensors: their raw bytes, which only the quantized loader reads.
+// Other dtypes are refused by name.
 
 #include <cstdint>
 #include <map>
@@ -32,18 +36,34 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 // export saying anything else, since a transposed square matrix has the same shape.
 inline constexpr std::string_view kLinearLayout = "[in, out]: y = x @ W + b";
 
+enum class StoredDType : uint8_t { I8, BF16 };
+const char* to_string(StoredDType d);  // "I8", "BF16"
+size_t stored_dtype_size(StoredDType d);
+
+// A tensor kept as its little-endian bytes: numel x stored_dtype_size(dtype) of them.
+struct StoredTensor {
+  std::string name;
+  StoredDType dtype = StoredDType::I8;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+};
+
 struct SafetensorsFile {
-  std::vector<NamedTensor> tensors;  // in data-offset order
+  std::vector<NamedTensor> tensors;  // F32 and F64, in data-offset order
+  std::vector<StoredTensor> stored;  // I8 and BF16, in data-offset order
   std::map<std::string, std::string> metadata;
 };
 
-// Written atomically (write_file_atomic). Throws Error for an undefined tensor, a duplicate
-// name or the reserved name "__metadata__".
+// Written atomically (write_file_atomic): `tensors`, then `stored`. Throws Error for an
+// undefined tensor, a stored tensor whose bytes do not fit its shape, a duplicate name or the
+// reserved name "__metadata__".
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {},
+                       const std::vector<StoredTensor>& stored = {});
 // The exact bytes write_safetensors writes.
 std::string safetensors_to_bytes(const std::vector<NamedTensor>& tensors,
-                                 const std::map<std::string, std::string>& metadata = {});
+                                 const std::map<std::string, std::string>& metadata = {},
+                                 const std::vector<StoredTensor>& stored = {});
 
 // Every error names the path and, where one is involved, the tensor.
 SafetensorsFile read_safetensors(const std::string& path);

@@ -35,28 +35,32 @@ std::map<std::string, const Tensor*> by_name(const std::vector<NamedTensor>& par
 
 }  // namespace
 
-std::map<std::string, const Tensor*> check_parameters(const ModelConfig& cfg,
-                                                      const std::vector<NamedTensor>& params,
-                                                      const std::string& where) {
+std::map<std::string, const Tensor*> check_parameters(
+    const ModelConfig& cfg, const std::vector<NamedTensor>& params, const std::string& where,
+    const std::map<std::string, Shape>& held_elsewhere) {
   const std::vector<ParamSpec> specs = parameter_specs(cfg);
   std::map<std::string, const Tensor*> given = by_name(params, where);
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : given) shapes.emplace(name, t->shape());
+  for (const auto& [name, shape] : held_elsewhere)
+    if (!shapes.emplace(name, shape).second) fail(where, "parameter '" + name + "' appears twice");
   // Names and shapes first, so the message names the first problem in model order.
   std::map<std::string, Shape> wanted;
   for (const ParamSpec& s : specs) {
     wanted.emplace(s.name, s.shape);
-    auto it = given.find(s.name);
-    if (it == given.end())
+    auto it = shapes.find(s.name);
+    if (it == shapes.end())
       fail(where, "missing parameter '" + s.name + "' " + shape_str(s.shape) + " (the " +
                       to_string(cfg.arch) + " configuration needs it; " +
-                      std::to_string(params.size()) + " parameters given, " +
+                      std::to_string(shapes.size()) + " parameters given, " +
                       std::to_string(specs.size()) + " expected)");
-    if (it->second->shape() != s.shape)
-      fail(where, "parameter '" + s.name + "' has shape " + shape_str(it->second->shape()) +
+    if (it->second != s.shape)
+      fail(where, "parameter '" + s.name + "' has shape " + shape_str(it->second) +
                       ", which does not match the configuration's " + shape_str(s.shape));
   }
-  for (const auto& [name, t] : given)
+  for (const auto& [name, shape] : shapes)
     if (!wanted.count(name))
-      fail(where, "unexpected parameter '" + name + "' " + shape_str(t->shape()) +
+      fail(where, "unexpected parameter '" + name + "' " + shape_str(shape) +
                       " (not part of this " + to_string(cfg.arch) + " configuration)");
   for (const auto& [name, t] : given) check_finite(*t, name, where);
   return given;

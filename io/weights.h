@@ -21,9 +21,11 @@ ModelConfig checkpoint_config(const Checkpoint& c, const std::string& where);
 
 // Checks that `params` are exactly the parameters cfg implies: every name once, with its shape,
 // no other name, every value finite. An Error names `where` and the first problem in the
-// model's order. Returns the tensors by name (pointers into `params`).
-std::map<std::string, const Tensor*> check_parameters(const ModelConfig& cfg,
-                                                      const std::vector<NamedTensor>& params,
-                                                      const std::string& where);
+// model's order. Returns the tensors by name (pointers into `params`). held_elsewhere: the
+// parameters given in another form (a quantized export's matrices), with their shapes; they
+// are checked by name and shape only, and not returned.
+std::map<std::string, const Tensor*> check_parameters(
+    const ModelConfig& cfg, const std::vector<NamedTensor>& params, const std::string& where,
+    const std::map<std::string, Shape>& held_elsewhere = {});
 
 }  // namespace seqtape

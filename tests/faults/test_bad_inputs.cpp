@@ -18,6 +18,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -63,6 +64,7 @@ class Workspace {
     make_inconsistent_checkpoints(c);
     make_hostile_files(c);
     make_output_path_files(good);
+    make_quantized_exports();
   }
 
   void put(const std::string& name, std::string_view bytes) const {
@@ -212,6 +214,66 @@ class Workspace {
     Checkpoint f64 = c;  // float64 parameters: same shapes, another dtype
     for (auto& p : f64.params) p.value = p.value.to(DType::F64);
     save_as("float64_params", f64);
+  }
+
+  // Quantized exports (seqtape export --compute-type int8), each broken in one way.
+  void make_quantized_exports() {
+    const std::string ck = dir_.file("run/checkpoint.bin");
+    export_checkpoint(ck, dir_.file("q/int8"), ComputeType::Int8);
+    const SafetensorsFile good = read_safetensors(dir_.file("q/int8/model.safetensors"));
+    auto broken = [&](const std::string& name, const std::function<void(SafetensorsFile&)>& f) {
+      export_checkpoint(ck, dir_.file("q/" + name), ComputeType::Int8);
+      SafetensorsFile st = good;
+      f(st);
+      write_safetensors(dir_.file("q/" + name + "/model.safetensors"), st.tensors, st.metadata,
+                        st.stored);
+    };
+    auto tensor = [](SafetensorsFile& st, const std::string& name) -> Tensor& {
+      for (NamedTensor& t : st.tensors)
+        if (t.name == name) return t.value;
+      throw std::runtime_error("no tensor " + name);
+    };
+    const std::string w1 = "decoder.layers.0.ffn.w1";
+    broken("no_scale", [&](SafetensorsFile& st) {
+      std::erase_if(st.tensors, [&](const NamedTensor& t) { return t.name == w1 + ".scale"; });
+    });
+    broken("scale_shape", [&](SafetensorsFile& st) {
+      Tensor& s = tensor(st, w1 + ".scale");
+      s = s.reshape({1, s.numel()});
+    });
+    broken("scale_f64", [&](SafetensorsFile& st) {
+      Tensor& s = tensor(st, w1 + ".scale");
+      s = s.to(DType::F64);
+    });
+    broken("scale_zero", [&](SafetensorsFile& st) {
+      Tensor& s = tensor(st, w1 + ".scale");
+      s = s.clone();
+      s.set(2, 0.0);
+    });
+    broken("scale_nan", [&](SafetensorsFile& st) {
+      Tensor& s = tensor(st, w1 + ".scale");
+      s = s.clone();
+      s.set(1, std::nan(""));
+    });
+    broken("minus_128", [&](SafetensorsFile& st) {
+      for (StoredTensor& t : st.stored)
+        if (t.name == w1) t.bytes[3] = 0x80;
+    });
+    broken("i8_bias", [&](SafetensorsFile& st) {  // out_proj.bias as I8 bytes
+      Tensor& b = tensor(st, "out_proj.bias");
+      st.stored.push_back({"out_proj.bias", StoredDType::I8, b.shape(),
+                           std::vector<uint8_t>(size_t(b.numel()), 1)});
+      std::erase_if(st.tensors, [&](const NamedTensor& t) { return t.name == "out_proj.bias"; });
+    });
+    broken("f32_matrix", [&](SafetensorsFile& st) {  // one matrix left float32
+      const SafetensorsFile plain = read_safetensors(dir_.file("o/g6/model.safetensors"));
+      for (const NamedTensor& t : plain.tensors)
+        if (t.name == w1) st.tensors.push_back(t);
+      std::erase_if(st.stored, [&](const StoredTensor& t) { return t.name == w1; });
+    });
+    broken("no_compute_type", [&](SafetensorsFile& st) { st.metadata.erase("compute_type"); });
+    broken("says_bf16", [&](SafetensorsFile& st) { st.metadata["compute_type"] = "bf16"; });
+    broken("says_f32", [&](SafetensorsFile& st) { st.metadata["compute_type"] = "f32"; });
   }
 
   // Outputs that are one of the command's inputs: each row its own copies under o/ (a refusal
@@ -1497,6 +1559,80 @@ const std::vector<Row>& rows() {
        {"generate", "--model", "bad/export_out_in", "--input", "今天"},
        kData,
        {"bad/export_out_in/model.safetensors: linear_layout is 'out_in'"}},
+      // ---- quantized exports (export --compute-type int8|bf16) ------------------------------
+      {"export_compute_type_auto",
+       "export --compute-type auto",
+       {"export", "--model", "run/checkpoint.bin", "--out", "q/auto", "--compute-type", "auto"},
+       kUsage,
+       {"--compute-type must be f32, int8 or bf16, got 'auto'"}},
+      {"quant_other_compute_type",
+       "generate --compute-type bf16 on an int8 export",
+       {"generate", "--model", "q/int8", "--input", "今天", "--compute-type", "bf16"},
+       kUsage,
+       {"--compute-type bf16: the model is an export quantized as int8"}},
+      {"quant_scale_missing",
+       "an int8 export without one matrix's scale",
+       {"generate", "--model", "q/no_scale", "--input", "今天"},
+       kData,
+       {"q/no_scale/model.safetensors", "\"decoder.layers.0.ffn.w1\" is I8 but its scale",
+        "\"decoder.layers.0.ffn.w1.scale\"", "is missing"}},
+      {"quant_scale_shape",
+       "an int8 export with a scale of the wrong shape",
+       {"generate", "--model", "q/scale_shape", "--input", "今天"},
+       kData,
+       {"q/scale_shape/model.safetensors", "\"decoder.layers.0.ffn.w1.scale\" has shape [1,",
+        "one per output"}},
+      {"quant_scale_dtype",
+       "an int8 export with an F64 scale",
+       {"generate", "--model", "q/scale_f64", "--input", "今天"},
+       kData,
+       {"q/scale_f64/model.safetensors", "\"decoder.layers.0.ffn.w1.scale\" is F64",
+        "scales of an int8 export are F32"}},
+      {"quant_scale_zero",
+       "an int8 export with a scale of 0",
+       {"generate", "--model", "q/scale_zero", "--input", "今天"},
+       kData,
+       {"q/scale_zero/model.safetensors", "\"decoder.layers.0.ffn.w1.scale\" holds 0", "at index 2",
+        "finite and > 0"}},
+      {"quant_scale_nan",
+       "an int8 export with a NaN scale",
+       {"eval", "--model", "q/scale_nan", "--data", "data/valid.tsv"},
+       kData,
+       {"q/scale_nan/model.safetensors", "\"decoder.layers.0.ffn.w1.scale\" holds nan",
+        "at index 1"}},
+      {"quant_minus_128",
+       "an int8 export holding the value -128",
+       {"eval", "--model", "q/minus_128", "--data", "data/valid.tsv"},
+       kData,
+       {"q/minus_128/model.safetensors", "\"decoder.layers.0.ffn.w1\" holds -128 at element 3",
+        "[-127, 127]"}},
+      {"quant_i8_bias",
+       "an int8 export with I8 data for a bias (which stays float32)",
+       {"generate", "--model", "q/i8_bias", "--input", "今天"},
+       kData,
+       {"q/i8_bias/model.safetensors", "\"out_proj.bias\" is I8, but it stays float32"}},
+      {"quant_f32_matrix",
+       "an int8 export with one matrix left F32",
+       {"generate", "--model", "q/f32_matrix", "--input", "今天"},
+       kData,
+       {"q/f32_matrix/model.safetensors", "\"decoder.layers.0.ffn.w1\" is F32",
+        "int8 export stores it as I8"}},
+      {"quant_no_compute_type",
+       "I8 tensors without the compute_type metadata",
+       {"generate", "--model", "q/no_compute_type", "--input", "今天"},
+       kData,
+       {"q/no_compute_type/model.safetensors", "is I8, but the metadata has no compute_type"}},
+      {"quant_says_bf16",
+       "I8 tensors under compute_type bf16",
+       {"generate", "--model", "q/says_bf16", "--input", "今天"},
+       kData,
+       {"q/says_bf16/model.safetensors", "is I8, but the file's compute_type is bf16"}},
+      {"quant_says_f32",
+       "compute_type f32 in a quantized export",
+       {"generate", "--model", "q/says_f32", "--input", "今天"},
+       kData,
+       {"q/says_f32/model.safetensors", "compute_type is 'f32'",
+        "a quantized export says int8 or bf16"}},
   };
   return r;
 }
@@ -1594,6 +1730,36 @@ TEST(ComputeTypeCli, MissingUnitsAreNamedAndAutoFallsBackToF32) {
   EXPECT_EQ(chosen.exit_code, 0) << chosen.err;
   EXPECT_NE(chosen.err.find("compute type: auto chose f32"), std::string::npos) << chosen.err;
   EXPECT_EQ(chosen.out, f32.out);
+}
+
+// The good side of the quantized-export rows: `export --compute-type int8` then generate from
+// the export (its type taken without the flag, or with auto) gives the tokens and score that
+// --compute-type int8 gives on the checkpoint.
+TEST(ComputeTypeCli, QuantizedExportDecodesWhatItsTypeDecodes) {
+  const std::string dir = Workspace::get().dir();
+  const CliResult exported = run_cli(
+      {"export", "--model", "run/checkpoint.bin", "--out", "q_cli", "--compute-type", "int8"}, dir);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  EXPECT_NE(exported.out.find("(int8)"), std::string::npos) << exported.out;
+  const auto decode = [&](const std::string& model, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"generate", "--model", model,       "--input",
+                                  "今天",     "--json",  "--beam",    "3",
+                                  "--n-best", "1",       "--max-new", "8"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    const CliResult r = run_cli(a, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::make_pair(nlohmann::json::parse(r.out), r.err);
+  };
+  const auto [want, _] = decode("run/checkpoint.bin", {"--compute-type", "int8"});
+  for (const std::vector<std::string>& flag :
+       {std::vector<std::string>{}, std::vector<std::string>{"--compute-type", "auto"}}) {
+    const auto [got, err] = decode("q_cli", flag);
+    EXPECT_EQ(got["tokens"], want["tokens"]);
+    EXPECT_EQ(got["score"], want["score"]);
+    if (!flag.empty()) {
+      EXPECT_NE(err.find("auto chose int8"), std::string::npos) << err;
+    }
+  }
 }
 
 // The good side of --end: a token given with --end ends decoding as <eos> does.

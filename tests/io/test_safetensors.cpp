@@ -116,6 +116,29 @@ TEST(Safetensors, EveryTruncationThrows) {
         << "length " << len;
 }
 
+// I8 and BF16 tensors (a quantized export's matrices) are kept as their bytes, beside the F32
+// and F64 ones, and written back to the same file.
+TEST(Safetensors, Int8AndBf16RoundTripAsBytes) {
+  const std::vector<StoredTensor> stored = {
+      {"q", StoredDType::I8, {2, 3}, {1, 0xff, 0x7f, 0x81, 0, 2}},
+      {"h", StoredDType::BF16, {2}, {0x80, 0x3f, 0x00, 0xc0}}};  // 1.0, -2.0
+  const std::string bytes = safetensors_to_bytes(sample(), {{"compute_type", "int8"}}, stored);
+  const SafetensorsFile f = read_safetensors_from_memory(bytes, "mem");
+  expect_same(sample(), f.tensors);
+  ASSERT_EQ(f.stored.size(), 2u);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    EXPECT_EQ(f.stored[i].name, stored[i].name);
+    EXPECT_EQ(f.stored[i].dtype, stored[i].dtype);
+    EXPECT_EQ(f.stored[i].shape, stored[i].shape);
+    EXPECT_EQ(f.stored[i].bytes, stored[i].bytes);
+  }
+  EXPECT_NE(bytes.find(R"("q":{"dtype":"I8","shape":[2,3])"), std::string::npos);
+  EXPECT_NE(bytes.find(R"("h":{"dtype":"BF16","shape":[2])"), std::string::npos);
+  EXPECT_EQ(safetensors_to_bytes(f.tensors, f.metadata, f.stored), bytes);
+  EXPECT_ERROR_HAS(safetensors_to_bytes({}, {}, {{"q", StoredDType::BF16, {2}, {1, 2, 3}}}),
+                   "tensor \"q\" has 3 bytes, not those of BF16 [2]");
+}
+
 TEST(Safetensors, BadFilesNameTheProblem) {
   auto read = [](const std::string& bytes) {
     return read_safetensors_from_memory(bytes, "bad.st");
@@ -134,8 +157,11 @@ TEST(Safetensors, BadFilesNameTheProblem) {
                    "tensor \"w\": header entry has no \"data_offsets\"");
   EXPECT_ERROR_HAS(read(craft(R"({"w":{"dtype":"Q7","shape":[2],"data_offsets":[0,8]}})", 8)),
                    "tensor \"w\": unknown dtype \"Q7\"");
-  EXPECT_ERROR_HAS(read(craft(R"({"w":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]}})", 8)),
-                   "tensor \"w\": dtype BF16 is not supported");
+  EXPECT_ERROR_HAS(
+      read(craft(R"({"w":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", 8)),
+      "tensor \"w\": dtype F16 is not supported (seqtape reads F32, F64, I8 and BF16)");
+  EXPECT_ERROR_HAS(read(craft(R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,8]}})", 8)),
+                   "tensor \"w\": span mismatch: BF16 [3] needs 6 bytes");
   EXPECT_ERROR_HAS(read(craft(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8)),
                    "tensor \"w\": shape [-2] has a negative dimension");
   EXPECT_ERROR_HAS(read(craft(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8)),
