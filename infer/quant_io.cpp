@@ -150,7 +150,7 @@ bool is_quantized_matrix(const std::string& name) {
   const size_t dot = name.rfind('.');
   if (dot == std::string::npos) return false;
   const std::string leaf = name.substr(dot + 1);
-  for (const char* m : {pn::kWq, pn::kWk, pn::kWv, pn::kWo, pn::kW1, pn::kW2})
+  for (const char* m : {pn::kWq, pn::kWk, pn::kWv, pn::kWo, pn::kW1, pn::kW2, pn::kW3})
     if (leaf == m) return true;
   return false;
 }
