@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/compute_type.h"
 #include "infer/load.h"
 #include "infer/result_json.h"
 #include "infer/search.h"
@@ -54,16 +55,18 @@ std::string generate_json(const Model& m, const std::string& body) {
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-Model load(const std::string& path) {
+// compute_type as generate's --compute-type ("" when not given: the files' own type).
+Model load(const std::string& path, const std::string& compute_type) {
   py::gil_scoped_release nogil;
-  return Model{std::make_shared<const InferenceModel>(load_model(path)), path};
+  return Model{std::make_shared<const InferenceModel>(cli::load_decoding_model(path, compute_type)),
+               path};
 }
 
 }  // namespace
 
 void bind_model(py::module_& m) {
   py::class_<Model>(m, "_Model")
-      .def_static("load", &load, py::arg("path"))
+      .def_static("load", &load, py::arg("path"), py::arg("compute_type") = "")
       .def("_generate_json", &generate_json, py::arg("body"))
       .def_readonly("path", &Model::path)
       .def_property_readonly("config",

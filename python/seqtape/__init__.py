@@ -41,10 +41,12 @@ class Model:
         self._m = compiled
 
     @classmethod
-    def load(cls, path):
+    def load(cls, path, compute_type=None):
+        """compute_type: "f32", "bf16", "int8" or "auto", as generate's --compute-type (None:
+        the files' own type, float32 for a checkpoint)."""
         path = os.fspath(path)
         _must_exist(path, "model")
-        return cls(_seqtape._Model.load(path))
+        return cls(_seqtape._Model.load(path, compute_type or ""))
 
     @property
     def path(self):

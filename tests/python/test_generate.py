@@ -41,6 +41,23 @@ def test_generate_equals_the_cli_json(cli, trained, model, tmp_path, options, fl
     assert all(set(CLOCK) <= set(r) for r in ours)
 
 
+@pytest.mark.parametrize("compute_type", ["int8", "bf16"])
+def test_compute_type_decodes_as_the_cli_does(cli, trained, tmp_path, compute_type):
+    flags = ["--compute-type", compute_type, "--max-new", "12"]
+    try:
+        theirs = cli_generate(cli, trained["run"], tmp_path, flags)
+    except subprocess.CalledProcessError as e:  # a CPU without the units: a usage error there
+        assert e.returncode == 2
+        with pytest.raises(ValueError):
+            seqtape.Model.load(trained["run"], compute_type=compute_type)
+        return
+    ours = seqtape.Model.load(trained["run"], compute_type=compute_type).generate(INPUTS,
+                                                                                  max_new=12)
+    assert without_clock(ours) == without_clock(theirs)
+    with pytest.raises(ValueError):
+        seqtape.Model.load(trained["run"], compute_type="int4")
+
+
 def test_batches_give_the_answers_of_one_batch(model):
     assert without_clock(model.generate(INPUTS, batch_size=3, max_new=8)) == \
         without_clock(model.generate(INPUTS, max_new=8))
