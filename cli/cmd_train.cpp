@@ -25,6 +25,7 @@ struct TrainArgs {
   ConfigFlags model_flags;  // --d-model, --heads, ...: one per field of model/config.h's table
   double weight_decay = 0;
   CLI::Option *lr_o, *preset_o;
+  CLI::App* app = nullptr;  // the subcommand, to ask which flags were given
   bool no_progress = false;
   bool profile = false;
   std::string too_long = "error";
@@ -138,7 +139,8 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
                  "(warmup-stable-decay: --lr, then a straight line to --min-lr over the last "
                  "--decay-fraction of the budget) | cosine | linear (to --min-lr at the end of the "
                  "budget). The budget is --steps or --epochs, else the --time-limit (wall clock, "
-                 "counted over --resume). auto: inv-sqrt with --warmup, constant without")
+                 "counted over --resume). auto: wsd when the model is chosen for the data (see "
+                 "--preset), else inv-sqrt with --warmup, constant without")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "constant", "inv-sqrt", "wsd", "cosine", "linear"}));
   sub.add_option("--decay-fraction", a.o.schedule.decay_fraction,
@@ -265,6 +267,17 @@ int run_train(TrainArgs& a) {
   check_training_flags(o, a.weight_decay);
   o.model = build_config(a);
   o.model_vocab_size_given = a.o.model_vocab_size_given;
+  // No model given at all and a time budget: the data and the time choose the model and the
+  // training settings the user left out (train/auto_defaults.h).
+  if (!a.preset_o->count() && a.config_file.empty() && !a.model_flags.any_given() &&
+      o.time_limit > 0 && o.steps == 0 && o.epochs == 0) {
+    auto given = [&](const char* flag) { return a.app->count(flag) > 0; };
+    o.auto_fill.model = true;
+    o.auto_fill.batch = !given("--batch") && !given("--batch-tokens");
+    o.auto_fill.label_smoothing = !given("--label-smoothing");
+    o.auto_fill.warmup = !given("--warmup");
+    o.auto_fill.schedule = a.schedule == "auto";
+  }
   try {
     o.optim.kind = find_optimizer(a.optimizer).name;
   } catch (const Error& e) {
@@ -381,6 +394,7 @@ void register_train(CLI::App& app, Runner& run, TrainStepHook on_step) {
   CLI::App* sub = app.add_subcommand(
       "train",
       "Train a Transformer (encoder-decoder or decoder-only) on a TSV of source<TAB>target");
+  a->app = sub;
   sub->add_option("--data", o.data, "training data: UTF-8 TSV, one source<TAB>target per line")
       ->required();
   sub->add_option("--valid", o.valid_data, "validation TSV (default: hold out part of --data)");
@@ -407,8 +421,12 @@ void register_train(CLI::App& app, Runner& run, TrainStepHook on_step) {
   sub->add_option("--out", o.out_dir, "output directory (checkpoint, metrics.csv, loss.svg)")
       ->required();
   a->preset_o =
-      sub->add_option("--preset", a->preset, "model preset: seed, default, small, medium, lm")
-          ->capture_default_str();
+      sub->add_option("--preset", a->preset,
+                      "model preset: seed, default, small, medium, lm. Default: with --time-limit "
+                      "alone as the budget and no --config or model flag, a model sized for the "
+                      "data and the time, with dropout, label smoothing, token batches, warmup "
+                      "and the wsd schedule chosen too where not given (the log names the "
+                      "choice; docs/recipes.md); otherwise `default`");
   sub->add_option("--config", a->config_file, "model configuration JSON (instead of --preset)");
   a->model_flags.add_to(sub->add_option_group("model", "override fields of the preset or config"));
   add_training_options(*sub, *a);

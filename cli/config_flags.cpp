@@ -1,5 +1,6 @@
 #include "cli/config_flags.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace seqtape::cli {
@@ -35,6 +36,11 @@ bool ConfigFlags::given(const std::string& key) const {
   for (const Slot& s : slots_)
     if (key == s.field->key) return s.option->count() > 0;
   return false;
+}
+
+bool ConfigFlags::any_given() const {
+  return std::any_of(slots_.begin(), slots_.end(),
+                     [](const Slot& s) { return s.option->count() > 0; });
 }
 
 void ConfigFlags::apply(ModelConfig& c) const {

@@ -16,6 +16,8 @@ class ConfigFlags {
   void add_to(CLI::App* group);
   // True when the flag of the field `key` was given.
   bool given(const std::string& key) const;
+  // True when any field's flag was given.
+  bool any_given() const;
   // Sets the fields whose flags were given; throws Error for a bad enum spelling. Choosing
   // --arch decoder_only without --enc-layers also sets n_encoder_layers to 0.
   void apply(ModelConfig& c) const;

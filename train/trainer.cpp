@@ -329,6 +329,32 @@ void refuse_averaged(const Run& run) {
                           "generate, eval or export (or train a new run in another --out)");
 }
 
+// The values o.auto_fill leaves open: on --resume the run's own, from its checkpoint's record
+// (whatever the time limit is now); otherwise chosen from the training data's label tokens and
+// the time limit (bf16: the products run in bfloat16).
+void fill_auto(TrainOptions& o, bool bf16, std::ostream& log) {
+  if (!o.auto_fill.any()) return;
+  const std::string ckpt = (fs::path(o.out_dir) / "checkpoint.bin").string();
+  if (o.resume && fs::exists(ckpt)) {
+    const nlohmann::json m =
+        nlohmann::json::parse(load_checkpoint(ckpt).metrics_json, nullptr, false);
+    if (m.is_object() && m.contains("run")) apply_auto_record(o, m.at("run"), ckpt);
+    return;
+  }
+  const std::vector<TextPair> pairs = read_tsv(o.data);
+  const std::shared_ptr<const TextCodec> codec = codec_from_options(o, pairs);
+  AutoInput in;
+  in.examples = static_cast<int64_t>(pairs.size());
+  for (const TextPair& p : pairs)  // each target and its end marker
+    in.label_tokens += static_cast<int64_t>(codec->encode_target(p.target, o.data).size()) + 1;
+  in.seconds = o.time_limit;
+  in.threads = kernels::blas_num_threads();
+  in.bf16 = bf16;
+  const AutoChoice c = choose_auto(in);
+  apply_auto(o, c);
+  log << c.summary << "\n";
+}
+
 // Weights, optimizer, dropout generator, data order and step from the checkpoint.
 void resume(Run& run, std::ostream& log) {
   const Checkpoint& c = run.resumed;
@@ -933,7 +959,8 @@ void finish_lead(Run& run, const TrainOptions& opt, TrainingLog& tlog, TrainRepo
 
 }  // namespace
 
-TrainReport train(const TrainOptions& opt, std::ostream& log) {
+TrainReport train(const TrainOptions& options, std::ostream& log) {
+  TrainOptions opt = options;  // with what opt.auto_fill leaves open filled in (fill_auto)
   check_train_options(opt);
   const std::shared_ptr<Communicator> comm = opt.comm ? opt.comm : single_process();
   const bool lead = comm->rank() == 0;
@@ -948,9 +975,9 @@ TrainReport train(const TrainOptions& opt, std::ostream& log) {
   if (lead) run_dir.emplace(opt.out_dir, opt.resume, opt.overwrite);
   std::ostream null_log(nullptr);
   std::ostream& out = lead ? log : null_log;
-  TrainOptions ropt = opt;
-  ropt.comm = comm;
-  Run run = start_run(ropt, out);
+  opt.comm = comm;
+  fill_auto(opt, matmul.precision == kernels::Precision::BF16, out);
+  Run run = start_run(opt, out);
   if (lead) write_run_files(opt, run, out);
   log_summary(opt, run, out);
   if (!matmul.note.empty()) out << matmul.note << "\n";

@@ -19,6 +19,7 @@
 #include "nn/transformer.h"
 #include "tensor/matmul_backend.h"
 #include "text/tokenizer.h"
+#include "train/auto_defaults.h"
 #include "train/data_check.h"
 #include "train/dataset.h"
 #include "train/dist.h"
@@ -40,6 +41,9 @@ struct TrainOptions {
   std::string out_dir;
   ModelConfig model;                    // vocab_size is filled from the vocabulary...
   bool model_vocab_size_given = false;  // ...and must equal it when this is set (--config)
+  // What the data and the time limit choose (train/auto_defaults.h), in place of `model`,
+  // `batch_tokens`, `label_smoothing` and the schedule's warmup and kind.
+  AutoFill auto_fill;
   // 0: derived from epochs; with neither (and a time_limit), kMaxSteps: until the time limit.
   int64_t steps = 0;
   double epochs = 0;

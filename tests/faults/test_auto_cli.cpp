@@ -1,0 +1,74 @@
+// `seqtape train --data D --time-limit T` with no model: the data and the budget choose the
+// model and the training settings the user left out (train/auto_defaults.h), and only then.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fault_util.h"
+
+namespace seqtape::faults {
+namespace {
+
+constexpr const char* kChosen = "chosen for the data and the budget";
+
+struct Trained {
+  CliResult result;
+  nlohmann::json config, record;
+};
+
+Trained train_copy(const TempDir& dir, const std::string& out, std::vector<std::string> extra) {
+  std::vector<std::string> args = {
+      "train",      "--data", "data/train.tsv", "--valid", "data/valid.tsv", "--out", out,
+      "--eval-max", "2",      "--threads",      "1",       "--no-progress"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Trained t{run_cli(args, dir.path().string()), {}, {}};
+  if (t.result.exit_code != 0) return t;
+  t.config = nlohmann::json::parse(read_file(dir.file(out + "/config.json")));
+  t.record = nlohmann::json::parse(load_checkpoint(dir.file(out + "/checkpoint.bin")).metrics_json)
+                 .at("run");
+  return t;
+}
+
+TEST(AutoCli, NoModelGivenAndATimeBudgetChoosesModelAndSettings) {
+  TempDir dir("auto_cli_chosen");
+  write_small_copy_task(dir, 40, 5);
+  const Trained t = train_copy(dir, "auto", {"--time-limit", "1s"});
+  ASSERT_EQ(t.result.exit_code, 0) << t.result.out << t.result.err;
+  EXPECT_NE(t.result.out.find(kChosen), std::string::npos) << t.result.out;
+  EXPECT_DOUBLE_EQ(t.config.at("dropout").get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(t.record.at("optimizer").at("label_smoothing").get<double>(), 0.1);
+  EXPECT_EQ(t.record.at("optimizer").at("schedule").at("kind"), "wsd");
+  EXPECT_GE(t.record.at("optimizer").at("batch_tokens").get<int64_t>(), 512);
+
+  // A setting the user gives is kept; the others are still chosen.
+  const Trained pinned = train_copy(
+      dir, "pinned", {"--time-limit", "1s", "--label-smoothing", "0", "--schedule", "constant"});
+  ASSERT_EQ(pinned.result.exit_code, 0) << pinned.result.err;
+  EXPECT_NE(pinned.result.out.find(kChosen), std::string::npos);
+  EXPECT_DOUBLE_EQ(pinned.record.at("optimizer").at("label_smoothing").get<double>(), 0.0);
+  EXPECT_EQ(pinned.record.at("optimizer").at("schedule").at("kind"), "constant");
+  EXPECT_DOUBLE_EQ(pinned.config.at("dropout").get<double>(), 0.1);
+}
+
+TEST(AutoCli, AModelFlagPresetOrStepBudgetKeepsTheDefaults) {
+  TempDir dir("auto_cli_kept");
+  write_small_copy_task(dir, 40, 5);
+  const std::vector<std::vector<std::string>> cases = {
+      {"--time-limit", "1s", "--d-model", "32"},
+      {"--time-limit", "1s", "--preset", "default"},
+      {"--time-limit", "1s", "--steps", "3"},
+  };
+  int i = 0;
+  for (const auto& extra : cases) {
+    const Trained t = train_copy(dir, "run" + std::to_string(i++), extra);
+    ASSERT_EQ(t.result.exit_code, 0) << t.result.err;
+    EXPECT_EQ(t.result.out.find(kChosen), std::string::npos) << extra[2] << "\n" << t.result.out;
+    EXPECT_DOUBLE_EQ(t.config.at("dropout").get<double>(), 0.0) << extra[2];
+    EXPECT_DOUBLE_EQ(t.record.at("optimizer").at("label_smoothing").get<double>(), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace seqtape::faults

@@ -1,0 +1,123 @@
+// The model and training settings `seqtape train --time-limit T` chooses when no model is
+// given (train/auto_defaults.h).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/checkpoint.h"
+#include "model/memory_budget.h"
+#include "train/auto_defaults.h"
+#include "train/copy_task.h"
+#include "train/trainer.h"
+
+namespace seqtape {
+namespace {
+
+namespace fs = std::filesystem;
+
+AutoInput input(int64_t label_tokens, double seconds, int threads = 2) {
+  AutoInput in;
+  in.examples = label_tokens / 7;
+  in.label_tokens = label_tokens;
+  in.seconds = seconds;
+  in.threads = threads;
+  return in;
+}
+
+TEST(AutoDefaults, ModelGrowsWithTheBudgetAndStaysSmallForLittleData) {
+  const AutoChoice tiny = choose_auto(input(500, 3600));
+  EXPECT_EQ(tiny.model.d_model, 64) << "500 label tokens cannot feed a larger model";
+  const AutoChoice half_hour = choose_auto(input(700'000, 1800));
+  const AutoChoice day = choose_auto(input(700'000, 86400));
+  EXPECT_GT(half_hour.model.d_model, 64);
+  EXPECT_GT(day.model.d_model, half_hour.model.d_model);
+  EXPECT_GE(day.model.n_encoder_layers, half_hour.model.n_encoder_layers);
+  const AutoChoice one_thread = choose_auto(input(700'000, 1800, 1));
+  EXPECT_LE(one_thread.model.d_model, half_hour.model.d_model);
+  for (const AutoChoice* c : {&tiny, &half_hour, &day, &one_thread}) {
+    EXPECT_DOUBLE_EQ(c->model.dropout, 0.1);
+    EXPECT_EQ(c->model.d_model % c->model.n_heads, 0);
+    EXPECT_GE(c->warmup, 1);
+    EXPECT_LE(c->warmup, 400);
+    EXPECT_GE(c->batch_tokens, 512);
+    EXPECT_LE(c->batch_tokens, 4096);
+    EXPECT_NE(c->summary.find("d_model"), std::string::npos);
+  }
+  // Every rung above the smallest is chosen only when the budget gives it enough passes.
+  EXPECT_GE(half_hour.epochs, kMinEpochs);
+  EXPECT_GE(day.epochs, kMinEpochs);
+  ModelConfig m = day.model;
+  m.vocab_size = 64;
+  EXPECT_LE(static_cast<double>(parameter_count(m)), kMaxParamsPerToken * 700'000);
+}
+
+TEST(AutoDefaults, TheChoiceIsAFunctionOfItsInputs) {
+  const AutoChoice a = choose_auto(input(120'000, 600));
+  const AutoChoice b = choose_auto(input(120'000, 600));
+  EXPECT_EQ(a.model.to_json(), b.model.to_json());
+  EXPECT_EQ(a.warmup, b.warmup);
+  EXPECT_EQ(a.summary, b.summary);
+}
+
+struct AutoRun {
+  fs::path dir = fs::temp_directory_path() / ("seqtape_test_auto_" + std::to_string(::getpid()));
+  TrainOptions o;
+  AutoRun() {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    CopyTaskOptions co;
+    co.n_train = 64;
+    co.n_valid = 6;
+    co.max_len = 5;
+    co.seed = 3;
+    write_copy_task(dir.string(), generate_copy_task(co), co.alphabet);
+    o.data = (dir / "train.tsv").string();
+    o.valid_data = (dir / "valid.tsv").string();
+    o.out_dir = (dir / "run").string();
+    o.auto_fill = AutoFill{true, true, true, true, true};
+    o.progress = 0;
+    o.eval_max = 2;
+    o.threads = 1;
+  }
+  ~AutoRun() { fs::remove_all(dir); }
+};
+
+nlohmann::json record_of(const std::string& ckpt) {
+  return nlohmann::json::parse(load_checkpoint(ckpt).metrics_json).at("run");
+}
+
+// A resumed run keeps the model and warmup its first budget chose: the estimate of another
+// budget gives another warmup, and the resume would otherwise be refused for it.
+TEST(AutoDefaults, ResumeKeepsTheChoiceOfTheFirstBudget) {
+  AutoRun r;
+  r.o.time_limit = 0.3;
+  std::ostringstream log;
+  train(r.o, log);
+  EXPECT_NE(log.str().find("chosen for the data and the budget"), std::string::npos) << log.str();
+  const std::string ckpt = (fs::path(r.o.out_dir) / "checkpoint.bin").string();
+  const nlohmann::json first = record_of(ckpt);
+  ASSERT_EQ(first.at("model").at("d_model"), 64);
+  EXPECT_EQ(first.at("optimizer").at("schedule").at("kind"), "wsd");
+  EXPECT_DOUBLE_EQ(first.at("optimizer").at("label_smoothing").get<double>(), 0.1);
+
+  TrainOptions again = r.o;
+  again.resume = true;
+  again.time_limit = 1.5;  // another budget, whose own estimate gives another warmup
+  AutoInput in{0, 0, again.time_limit, 1, false};
+  std::ifstream data(r.o.data);
+  for (std::string line; std::getline(data, line); ++in.examples)  // ASCII targets: a token a byte
+    in.label_tokens += static_cast<int64_t>(line.size() - line.find('\t') - 1) + 1;
+  ASSERT_NE(first.at("optimizer").at("warmup").get<int64_t>(), choose_auto(in).warmup)
+      << "the test needs budgets whose warmups differ";
+  std::ostringstream log2;
+  EXPECT_NO_THROW(train(again, log2)) << log2.str();
+  EXPECT_EQ(record_of(ckpt).at("optimizer"), first.at("optimizer"));
+  EXPECT_EQ(record_of(ckpt).at("model"), first.at("model"));
+}
+
+}  // namespace
+}  // namespace seqtape

@@ -1,0 +1,66 @@
+#pragma once
+// What `seqtape train --data D --time-limit T` chooses when the user gives no model (no
+// --preset, no --config, no model flag): a model and its training settings sized for the data
+// and the budget. The rule (docs/recipes.md, "Defaults that fit the data"):
+//
+//   - the model is the largest rung of a ladder of encoder-decoders (d64 2+2 ... d512 6+6)
+//     whose estimated passes over the data within the budget reach kMinEpochs and whose
+//     parameters are at most kMaxParamsPerToken per training label token;
+//   - the estimate is a fixed rate of parameter-tokens per second per thread, never a timing,
+//     so the same command picks the same model on every run (it errs small on a fast CPU);
+//   - dropout 0.1, label smoothing 0.1, token batches sized to the data, a warmup of 5% of the
+//     estimated steps (at most 400), and the warmup-stable-decay schedule keyed to the budget.
+//
+// Only what the user left out is chosen; --resume takes the run's own choice from its
+// checkpoint, whatever the time limit is now.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/config.h"
+
+namespace seqtape {
+
+// Which of the run's values are left to the data and the budget (TrainOptions::auto_fill).
+struct AutoFill {
+  bool model = false;
+  bool batch = false;  // neither --batch nor --batch-tokens was given
+  bool label_smoothing = false;
+  bool warmup = false;
+  bool schedule = false;
+  bool any() const { return model || batch || label_smoothing || warmup || schedule; }
+};
+
+struct AutoInput {
+  int64_t examples = 0;
+  int64_t label_tokens = 0;  // of one pass over the training data (targets and end markers)
+  double seconds = 0;        // the time budget
+  int threads = 1;
+  bool bf16 = false;  // products in bfloat16 (--precision bf16)
+};
+
+struct AutoChoice {
+  ModelConfig model;  // a rung of the ladder, dropout 0.1, vocab_size 0 (from the vocabulary)
+  int64_t batch_tokens = 0;
+  int64_t warmup = 0;
+  double label_smoothing = 0.1;
+  double epochs = 0;    // the passes over the data the estimate expects within the budget
+  std::string summary;  // one log line naming the choice and why
+};
+
+inline constexpr double kMinEpochs = 30;
+inline constexpr double kMaxParamsPerToken = 10;
+
+AutoChoice choose_auto(const AutoInput& in);
+
+struct TrainOptions;
+
+// Fills what o.auto_fill leaves to the data (the training pairs' label tokens) and o.time_limit.
+void apply_auto(TrainOptions& o, const AutoChoice& c);
+
+// Fills what o.auto_fill leaves open from the record a run stored in its checkpoint (the
+// checkpoint's "run" object), so that a resumed run keeps the choice it was started with.
+void apply_auto_record(TrainOptions& o, const nlohmann::json& run, const std::string& ckpt_path);
+
+}  // namespace seqtape
