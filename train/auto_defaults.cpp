@@ -62,10 +62,12 @@ AutoChoice choose_auto(const AutoInput& in) {
     ModelConfig m = rung_config(r);
     m.vocab_size = 64;  // the embeddings hardly count against the layers
     const auto params = static_cast<double>(parameter_count(m));
-    const double epochs = in.seconds * rate / params / tokens;
-    if (&r != &kLadder[0] && (epochs < kMinEpochs || params > kMaxParamsPerToken * tokens)) break;
+    const double seen = in.seconds * rate / params;  // label tokens the budget trains on
+    if (&r != &kLadder[0] &&
+        (seen < kMinTokensPerParam * params || params > kMaxParamsPerToken * tokens))
+      break;
     c.model = rung_config(r);
-    c.epochs = epochs;
+    c.epochs = seen / tokens;
   }
   c.batch_tokens = batch_tokens_for(in.label_tokens);
   const double steps =

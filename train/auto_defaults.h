@@ -4,8 +4,10 @@
 // and the budget. The rule (docs/recipes.md, "Defaults that fit the data"):
 //
 //   - the model is the largest rung of a ladder of encoder-decoders (d64 2+2 ... d512 6+6)
-//     whose estimated passes over the data within the budget reach kMinEpochs and whose
-//     parameters are at most kMaxParamsPerToken per training label token;
+//     that the budget trains on at least kMinTokensPerParam label tokens per parameter (the
+//     compute-optimal trade of model size against tokens seen, as in Hoffmann et al. 2022,
+//     at half their ratio for these small models) and whose parameters are at most
+//     kMaxParamsPerToken per label token of the training data (small data, small model);
 //   - the estimate is a fixed rate of parameter-tokens per second per thread, never a timing,
 //     so the same command picks the same model on every run (it errs small on a fast CPU);
 //   - dropout 0.1, label smoothing 0.1, token batches sized to the data, a warmup of 5% of the
@@ -49,7 +51,7 @@ struct AutoChoice {
   std::string summary;  // one log line naming the choice and why
 };
 
-inline constexpr double kMinEpochs = 30;
+inline constexpr double kMinTokensPerParam = 10;
 inline constexpr double kMaxParamsPerToken = 10;
 
 AutoChoice choose_auto(const AutoInput& in);

@@ -47,12 +47,15 @@ TEST(AutoDefaults, ModelGrowsWithTheBudgetAndStaysSmallForLittleData) {
     EXPECT_LE(c->batch_tokens, 4096);
     EXPECT_NE(c->summary.find("d_model"), std::string::npos);
   }
-  // Every rung above the smallest is chosen only when the budget gives it enough passes.
-  EXPECT_GE(half_hour.epochs, kMinEpochs);
-  EXPECT_GE(day.epochs, kMinEpochs);
-  ModelConfig m = day.model;
-  m.vocab_size = 64;
-  EXPECT_LE(static_cast<double>(parameter_count(m)), kMaxParamsPerToken * 700'000);
+  // Every rung above the smallest is chosen only when the budget trains it on enough tokens,
+  // and the data is large enough for it.
+  for (const AutoChoice* c : {&half_hour, &day}) {
+    ModelConfig m = c->model;
+    m.vocab_size = 64;
+    const auto params = static_cast<double>(parameter_count(m));
+    EXPECT_GE(c->epochs * 700'000, kMinTokensPerParam * params);
+    EXPECT_LE(params, kMaxParamsPerToken * 700'000);
+  }
 }
 
 TEST(AutoDefaults, TheChoiceIsAFunctionOfItsInputs) {
