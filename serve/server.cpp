@@ -79,6 +79,12 @@ const char* allowed_methods(const std::string& path) {
   return nullptr;
 }
 
+// /metrics' endpoint label of a path: the path when it is one of the server's, else "other"
+// (so that clients cannot grow the label set).
+std::string endpoint_label(const std::string& path) {
+  return allowed_methods(path) ? path : "other";
+}
+
 // The tokens a finished job generated: every draw's when it drew several, else each result's.
 int64_t generated_tokens(const Job& job) {
   int64_t n = 0;
@@ -426,7 +432,7 @@ struct Server::Impl {
   // A request is answered: its counts and times go to /metrics, its line to the access log.
   void answered(const httplib::Request& req, const httplib::Response& res) {
     const auto now = std::chrono::steady_clock::now();
-    metrics.request(allowed_methods(req.path) ? req.path : "other", res.status);
+    metrics.request(endpoint_label(req.path), res.status);
     json line = {{"time", utc_now_iso8601()}, {"id", tl_record.id},   {"client", req.remote_addr},
                  {"method", req.method},      {"endpoint", req.path}, {"status", res.status}};
     const std::shared_ptr<Job> job = std::move(tl_record.job);
@@ -446,6 +452,24 @@ struct Server::Impl {
     }
     line["total_ms"] = seconds_between(tl_record.start, now) * 1000;
     access_log.write(line);
+  }
+
+  // A request refused before httplib parsed it (a framing error, 408, 431, or the per-address
+  // 503 before any byte is read): counted and logged as answered() does the others, naming the
+  // method and path when its request line had arrived ("-" otherwise).
+  void refused(const std::string& client, const std::string& id, int status,
+               const std::pair<std::string, std::string>& method_path,
+               std::chrono::steady_clock::time_point start) {
+    const auto& [method, path] = method_path;
+    metrics.request(endpoint_label(path), status);
+    access_log.write(
+        {{"time", utc_now_iso8601()},
+         {"id", id},
+         {"client", client},
+         {"method", method.empty() ? "-" : method},
+         {"endpoint", path.empty() ? "-" : path},
+         {"status", status},
+         {"total_ms", seconds_between(start, std::chrono::steady_clock::now()) * 1000}});
   }
 
   void health(httplib::Response& res) {
@@ -537,20 +561,23 @@ struct Server::Impl {
     const HttpReadLimits limits{opt.max_head_bytes, opt.limits.max_body_bytes, opt.read_timeout_ms,
                                 opt.request_timeout_ms};
     if (open > opt.max_client_connections) {
+      const auto start = std::chrono::steady_clock::now();
+      const std::string id = random_hex(8);
       send_all(sock, error_response(503, "",
                                     "too many connections from " + ip + " (" +
                                         std::to_string(opt.max_client_connections) +
                                         " at most per client); try again later",
-                                    true));
+                                    true, id));
+      refused(ip, id, 503, {}, start);
       lingering_close(sock);
     } else {
-      serve_requests(sock, limits);
+      serve_requests(sock, ip, limits);
     }
     std::lock_guard<std::mutex> l(clients_m);
     if (--clients[ip] == 0) clients.erase(ip);
   }
 
-  void serve_requests(int sock, const HttpReadLimits& limits) {
+  void serve_requests(int sock, const std::string& ip, const HttpReadLimits& limits) {
     tl_client_fd = sock;
     RequestReader reader(sock, limits, [this] { return stopping.load(); });
     for (size_t count = kKeepAliveRequests; count > 0; --count) {
@@ -562,11 +589,15 @@ struct Server::Impl {
         next = reader.wait_next(std::chrono::milliseconds(std::min(100, opt.read_timeout_ms)));
       if (!next) break;
       std::string request;
+      const auto start = std::chrono::steady_clock::now();
       try {
         request = reader.read_request();
       } catch (const HttpError& e) {
-        if (e.status != 0)
-          send_all(sock, error_response(e.status, e.field, e.what(), e.status == 503));
+        if (e.status != 0) {
+          const std::string id = random_hex(8);
+          send_all(sock, error_response(e.status, e.field, e.what(), e.status == 503, id));
+          refused(ip, id, e.status, reader.method_and_path(), start);
+        }
         lingering_close(sock);
         tl_client_fd = -1;
         return;
