@@ -1,15 +1,20 @@
 // libFuzzer target for the HTTP request path of `seqtape serve`: raw request bytes → the head's
 // checks and the body's framing (serve/http_reader.h: parse_head, dechunk, canonical_request),
-// then the body → parse_generate_request (serve/request.h) over the tiny F15 model. An input
-// without an empty line is taken as a body alone. Expected rejections are HttpError and
-// RequestError; anything else is a finding, and so is a canonical request that does not parse
-// back to the same head and body (what cpp-httplib is handed must be what was checked).
+// then the body → the parser of the path it is sent to over the tiny F15 model:
+// parse_completion_request (serve/openai.h) for /v1/completions, parse_generate_request
+// (serve/request.h) otherwise. An input without an empty line is taken as a body alone and goes
+// to both. Expected rejections are HttpError and RequestError (whose OpenAI error body is then
+// built, as the server answers it); anything else is a finding, and so is a canonical request
+// that does not parse back to the same head and body (what cpp-httplib is handed must be what
+// was checked), or an accepted body without inputs (or, for a completion, without choices).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "infer/model.h"
 #include "serve/http_reader.h"
+#include "serve/openai.h"
 #include "serve/request.h"
 
 namespace {
@@ -27,9 +32,20 @@ struct FuzzFailure : std::logic_error {
   using std::logic_error::logic_error;
 };
 
-// The body of the request `in` (head and framing checked), or HttpError.
-std::string read_body(std::string_view in, size_t end, const HttpReadLimits& limits) {
+// The path the request line names (its target up to a '?').
+std::string_view target_path(std::string_view request_line) {
+  const size_t a = request_line.find(' ');
+  if (a == std::string_view::npos) return {};
+  const std::string_view rest = request_line.substr(a + 1);
+  return rest.substr(0, std::min(rest.find(' '), rest.find('?')));
+}
+
+// The body of the request `in` (head and framing checked), or HttpError; `path` is set to the
+// request line's.
+std::string read_body(std::string_view in, size_t end, const HttpReadLimits& limits,
+                      std::string& path) {
   const RequestHead head = parse_head(in.substr(0, end), limits);
+  path = std::string(target_path(head.request_line));
   const std::string_view rest = in.substr(end);
   std::string body;
   if (head.chunked) {
@@ -48,6 +64,11 @@ std::string read_body(std::string_view in, size_t end, const HttpReadLimits& lim
   return body;
 }
 
+void check_inputs(const GenerateRequest& r) {
+  if (r.inputs.size() != r.texts.size() || r.inputs.empty())
+    throw FuzzFailure("accepted a request without inputs");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -60,14 +81,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_input_bytes = 64;
   limits.max_new = 16;
   limits.max_beam = 4;
+  std::string body, path;
   try {
     const size_t end = find_head_end(in);
-    const std::string body = end == std::string::npos ? std::string(in) : read_body(in, end, http);
-    const GenerateRequest r = parse_generate_request(body, model(), limits);
-    if (r.inputs.size() != r.texts.size() || r.inputs.empty())
-      throw FuzzFailure("accepted a request without inputs");
+    body = end == std::string::npos ? std::string(in) : read_body(in, end, http, path);
   } catch (const HttpError&) {
-  } catch (const RequestError&) {
+    return 0;
+  }
+  const bool body_alone = path.empty();
+  if (body_alone || path != "/v1/completions") {
+    try {
+      check_inputs(parse_generate_request(body, model(), limits));
+    } catch (const RequestError&) {
+    }
+  }
+  if (body_alone || path == "/v1/completions") {
+    try {
+      const CompletionRequest r = parse_completion_request(body, model(), limits, "f15");
+      check_inputs(r.generate);
+      if (r.n < 1)
+        throw FuzzFailure("accepted a completion of " + std::to_string(r.n) + " choices");
+    } catch (const RequestError& e) {
+      // As the server writes it: a message quoting the body's bytes may hold invalid UTF-8.
+      (void)openai_error(400, e.field, e.what())
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
   }
   return 0;
 }

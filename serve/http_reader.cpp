@@ -283,6 +283,7 @@ void RequestReader::fill(std::chrono::steady_clock::time_point deadline, bool in
 }
 
 std::string RequestReader::read_request() {
+  request_line_.clear();
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(limits_.request_timeout_ms);
   size_t end;
@@ -293,6 +294,7 @@ std::string RequestReader::read_request() {
                     "the request head is more than " + std::to_string(limits_.max_head_bytes) +
                         " bytes (the request line and the headers)");
   const RequestHead head = parse_head(std::string_view(buf_).substr(0, end), limits_);
+  request_line_ = head.request_line;
   buf_.erase(0, end);
   if (head.expect_continue && buf_.empty() && (head.chunked || head.content_length.value_or(0)))
     ::send(fd_, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL);
@@ -314,8 +316,22 @@ std::string RequestReader::read_request() {
   return canonical_request(head, body);
 }
 
+std::pair<std::string, std::string> RequestReader::method_and_path() const {
+  std::string_view line = request_line_;
+  if (line.empty()) {  // still in the head: its first line, when it has arrived whole
+    const size_t eol = buf_.find('\n');
+    if (eol == std::string::npos) return {};
+    line = std::string_view(buf_).substr(0, eol);
+  }
+  const size_t a = line.find(' ');
+  const size_t b = a == std::string_view::npos ? a : line.find(' ', a + 1);
+  if (b == std::string_view::npos || line[a + 1] != '/') return {};
+  const std::string_view target = line.substr(a + 1, b - a - 1);
+  return {std::string(line.substr(0, a)), std::string(target.substr(0, target.find('?')))};
+}
+
 std::string error_response(int status, const std::string& field, const std::string& message,
-                           bool retry_after) {
+                           bool retry_after, const std::string& request_id) {
   nlohmann::json j = {{"error", message}};
   if (!field.empty()) j["field"] = field;
   const std::string body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -329,7 +345,8 @@ std::string error_response(int status, const std::string& field, const std::stri
                                        : "Bad Request";
   return "HTTP/1.1 " + std::to_string(status) + " " + reason +
          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\nConnection: close\r\n" + (retry_after ? "Retry-After: 1\r\n" : "") + "\r\n" + body;
+         "\r\nConnection: close\r\n" + (retry_after ? "Retry-After: 1\r\n" : "") +
+         (request_id.empty() ? "" : "X-Request-Id: " + request_id + "\r\n") + "\r\n" + body;
 }
 
 }  // namespace seqtape::serve

@@ -79,6 +79,10 @@ class RequestReader {
   // The next request in full (canonical_request()), within the request deadline from now.
   // HttpError when it cannot be read.
   std::string read_request();
+  // The method and path (the request target without its query) of the request read_request()
+  // reads or last read, once its request line has arrived; empty before (or for a target that
+  // is not a path): what the access log names for a request refused before it was parsed.
+  std::pair<std::string, std::string> method_and_path() const;
 
  private:
   void fill(std::chrono::steady_clock::time_point deadline, bool in_body);
@@ -86,12 +90,14 @@ class RequestReader {
   HttpReadLimits limits_;
   std::function<bool()> stopping_;
   std::string buf_;
+  std::string request_line_;  // of the request read_request() reads, once its head is parsed
   bool closed_ = false;
 };
 
 // "HTTP/1.1 <status> <reason>" with a JSON body {"error", "field"}, Connection: close, and
-// Retry-After when `retry_after`: the answer to a request that never reached httplib.
+// Retry-After when `retry_after`, X-Request-Id when `request_id` is given: the answer to a
+// request that never reached httplib.
 std::string error_response(int status, const std::string& field, const std::string& message,
-                           bool retry_after = false);
+                           bool retry_after = false, const std::string& request_id = "");
 
 }  // namespace seqtape::serve

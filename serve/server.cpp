@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cstring>
@@ -77,6 +78,12 @@ const char* allowed_methods(const std::string& path) {
       path == "/" || path == "/metrics")
     return "GET, HEAD";
   return nullptr;
+}
+
+// /metrics' endpoint label of a path: the path when it is one of the server's, else "other"
+// (so that clients cannot grow the label set).
+std::string endpoint_label(const std::string& path) {
+  return allowed_methods(path) ? path : "other";
 }
 
 // The tokens a finished job generated: every draw's when it drew several, else each result's.
@@ -274,12 +281,24 @@ struct EventQueue {
 
 // A request's deadline (timeout_ms, or the server's --timeout-ms): passed() turns true once,
 // when it is past; 0 ms: none.
+// How often a handler waiting for a whole (not streamed) answer looks whether its client is
+// still there.
+constexpr std::chrono::milliseconds kPeerWatchSlice{100};
+
 struct Deadline {
   explicit Deadline(int64_t ms)
       : ms(ms), at(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms)) {}
   bool passed() {
     if (ms > 0 && !expired && std::chrono::steady_clock::now() >= at) expired = true;
     return expired;
+  }
+  // How long a handler may wait before it must look again: `most`, or less when the deadline
+  // comes first (at least 1 ms).
+  std::chrono::milliseconds slice(std::chrono::milliseconds most) const {
+    if (ms <= 0) return most;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        at - std::chrono::steady_clock::now());
+    return std::clamp(left + 1ms, 1ms, most);
   }
   std::string message() const {
     return "the request's deadline (timeout_ms " + std::to_string(ms) +
@@ -426,7 +445,7 @@ struct Server::Impl {
   // A request is answered: its counts and times go to /metrics, its line to the access log.
   void answered(const httplib::Request& req, const httplib::Response& res) {
     const auto now = std::chrono::steady_clock::now();
-    metrics.request(allowed_methods(req.path) ? req.path : "other", res.status);
+    metrics.request(endpoint_label(req.path), res.status);
     json line = {{"time", utc_now_iso8601()}, {"id", tl_record.id},   {"client", req.remote_addr},
                  {"method", req.method},      {"endpoint", req.path}, {"status", res.status}};
     const std::shared_ptr<Job> job = std::move(tl_record.job);
@@ -446,6 +465,24 @@ struct Server::Impl {
     }
     line["total_ms"] = seconds_between(tl_record.start, now) * 1000;
     access_log.write(line);
+  }
+
+  // A request refused before httplib parsed it (a framing error, 408, 431, or the per-address
+  // 503 before any byte is read): counted and logged as answered() does the others, naming the
+  // method and path when its request line had arrived ("-" otherwise).
+  void refused(const std::string& client, const std::string& id, int status,
+               const std::pair<std::string, std::string>& method_path,
+               std::chrono::steady_clock::time_point start) {
+    const auto& [method, path] = method_path;
+    metrics.request(endpoint_label(path), status);
+    access_log.write(
+        {{"time", utc_now_iso8601()},
+         {"id", id},
+         {"client", client},
+         {"method", method.empty() ? "-" : method},
+         {"endpoint", path.empty() ? "-" : path},
+         {"status", status},
+         {"total_ms", seconds_between(start, std::chrono::steady_clock::now()) * 1000}});
   }
 
   void health(httplib::Response& res) {
@@ -537,20 +574,23 @@ struct Server::Impl {
     const HttpReadLimits limits{opt.max_head_bytes, opt.limits.max_body_bytes, opt.read_timeout_ms,
                                 opt.request_timeout_ms};
     if (open > opt.max_client_connections) {
+      const auto start = std::chrono::steady_clock::now();
+      const std::string id = random_hex(8);
       send_all(sock, error_response(503, "",
                                     "too many connections from " + ip + " (" +
                                         std::to_string(opt.max_client_connections) +
                                         " at most per client); try again later",
-                                    true));
+                                    true, id));
+      refused(ip, id, 503, {}, start);
       lingering_close(sock);
     } else {
-      serve_requests(sock, limits);
+      serve_requests(sock, ip, limits);
     }
     std::lock_guard<std::mutex> l(clients_m);
     if (--clients[ip] == 0) clients.erase(ip);
   }
 
-  void serve_requests(int sock, const HttpReadLimits& limits) {
+  void serve_requests(int sock, const std::string& ip, const HttpReadLimits& limits) {
     tl_client_fd = sock;
     RequestReader reader(sock, limits, [this] { return stopping.load(); });
     for (size_t count = kKeepAliveRequests; count > 0; --count) {
@@ -562,11 +602,15 @@ struct Server::Impl {
         next = reader.wait_next(std::chrono::milliseconds(std::min(100, opt.read_timeout_ms)));
       if (!next) break;
       std::string request;
+      const auto start = std::chrono::steady_clock::now();
       try {
         request = reader.read_request();
       } catch (const HttpError& e) {
-        if (e.status != 0)
-          send_all(sock, error_response(e.status, e.field, e.what(), e.status == 503));
+        if (e.status != 0) {
+          const std::string id = random_hex(8);
+          send_all(sock, error_response(e.status, e.field, e.what(), e.status == 503, id));
+          refused(ip, id, e.status, reader.method_and_path(), start);
+        }
         lingering_close(sock);
         tl_client_fd = -1;
         return;
@@ -725,7 +769,10 @@ struct Server::Impl {
       if (job->options.num_samples == 1) job->on_stream = first_token;
       if (!scheduler->submit(job)) return refuse(res);
       PeerWatch peer(fd, req.version == "HTTP/1.1");
-      while (!job->wait_done(20ms))
+      // The job's end wakes the handler at once; the slices only bound how late a client that
+      // went away is noticed. Every waiting handler wakes once a slice: at 20 ms, 64 waiting
+      // clients cost thousands of wake-ups and polls a second, CPU the decoding thread needs.
+      while (!job->wait_done(deadline->slice(kPeerWatchSlice)))
         if (peer.gone() || deadline->passed()) job->cancel = true;
       if (deadline->expired) return send_error(res, 504, "timeout_ms", deadline->message());
       if (!job->error.empty()) return send_error(res, 500, "", "decoding failed: " + job->error);

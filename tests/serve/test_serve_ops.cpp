@@ -3,8 +3,10 @@
 // datasets/f15.
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "infer/load.h"
 #include "serve/auth.h"
@@ -249,6 +251,92 @@ TEST(ServeOps, ApiKeysGate401AndAreNeverLogged) {
   for (const char* key : {"sk-first", "sk-second", "sk-third", "sk-wrong"})
     EXPECT_EQ(log.find(key), std::string::npos) << key << " in the access log";
   EXPECT_EQ(json_lines(o.access_log).size(), 17u);
+}
+
+// Requests refused before they are parsed — 431 (head too large), 408 (a head that stalls,
+// with and without its request line), 503 (one connection too many from an address), a bad
+// frame (400), and 401 (no key) — each get a line in the access log, with the method and path
+// when the request line had arrived ("-" otherwise), the id their answer carries, and a count
+// in /metrics' requests by endpoint and status.
+TEST(ServeOps, RefusalsBeforeParsingAreLoggedAndCounted) {
+  if (access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  test_util::TempDir dir("refusals");
+  serve::ServerOptions o = ops_options();
+  o.access_log = dir.file("access.jsonl");
+  o.api_keys = {"sk-key"};
+  o.max_head_bytes = 1024;
+  o.read_timeout_ms = 1000;
+  o.max_client_connections = 2;
+  RunningServer srv(f15(), o);
+  struct Refusal {
+    std::string request, method, endpoint;
+    int status;
+  };
+  const std::vector<Refusal> refusals = {
+      {"GET /v1/model?x=1 HTTP/1.1\r\nX-Big: " + std::string(2000, 'a') + "\r\n\r\n", "GET",
+       "/v1/model", 431},
+      {"POST /v1/generate HTTP/1.1\r\nHost: x", "POST", "/v1/generate", 408},
+      {"POS", "-", "-", 408},
+      {"GET /nowhere HTTP/1.1\r\nContent-Length: x\r\n\r\n", "GET", "/nowhere", 400},
+      {"GET /v1/model HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "GET", "/v1/model", 401}};
+  std::vector<std::string> ids;
+  for (const Refusal& r : refusals) {
+    serve_test::RawSocket s(srv.port, 5000);
+    ASSERT_TRUE(s.ok() && s.send_all(r.request));
+    const std::string answer = s.read_all();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 " + std::to_string(r.status), 0), 0u) << answer;
+    const size_t at = answer.find("X-Request-Id: ");
+    ASSERT_NE(at, std::string::npos) << answer;
+    ids.push_back(answer.substr(at + 14, answer.find("\r\n", at) - at - 14));
+  }
+  {
+    // Two idle connections from 127.0.0.1 (taken once their first bytes are read), then a
+    // third: 503 at once.
+    serve_test::RawSocket a(srv.port, 5000), b(srv.port, 5000);
+    ASSERT_TRUE(a.send_all("GET /healthz HTTP/1.1\r\n") && b.send_all("GET /healthz HTTP/1.1\r\n"));
+    std::this_thread::sleep_for(200ms);
+    serve_test::RawSocket c(srv.port, 5000);
+    const std::string answer = c.read_all();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 503", 0), 0u) << answer;
+    const size_t at = answer.find("X-Request-Id: ");
+    ASSERT_NE(at, std::string::npos) << answer;
+    ids.push_back(answer.substr(at + 14, answer.find("\r\n", at) - at - 14));
+    a.send_all("\r\n");
+    b.send_all("\r\n");
+    a.read_all();
+    b.read_all();
+  }
+  std::this_thread::sleep_for(200ms);  // the server counts a connection closed after closing it
+  httplib::Client cli("127.0.0.1", srv.port);
+  auto m = cli.Get("/metrics", {{"Authorization", "Bearer sk-key"}});
+  ASSERT_TRUE(m && m->status == 200);
+  const json f = parse_metrics(m->body);
+  const auto count = [&](const std::string& endpoint, int status) {
+    return sample(f, "seqtape_requests_total",
+                  {{"endpoint", endpoint}, {"status", std::to_string(status)}});
+  };
+  EXPECT_EQ(count("/v1/model", 431), 1) << m->body;
+  EXPECT_EQ(count("/v1/generate", 408), 1) << m->body;
+  EXPECT_EQ(count("other", 408), 1) << m->body;
+  EXPECT_EQ(count("other", 400), 1) << m->body;
+  EXPECT_EQ(count("/v1/model", 401), 1) << m->body;
+  EXPECT_EQ(count("other", 503), 1) << m->body;
+  EXPECT_EQ(count("/healthz", 200), 2) << m->body;
+  srv.stop();
+  const std::vector<json> lines = json_lines(o.access_log);
+  std::vector<Refusal> expect = refusals;
+  expect.push_back({"", "-", "-", 503});
+  for (size_t i = 0; i < expect.size(); ++i) {
+    const auto it =
+        std::find_if(lines.begin(), lines.end(), [&](const json& l) { return l["id"] == ids[i]; });
+    ASSERT_NE(it, lines.end()) << "no access log line for the " << expect[i].status << " "
+                               << expect[i].endpoint << " (id " << ids[i] << ")";
+    EXPECT_EQ((*it)["status"], expect[i].status) << *it;
+    EXPECT_EQ((*it)["method"], expect[i].method) << *it;
+    EXPECT_EQ((*it)["endpoint"], expect[i].endpoint) << *it;
+    EXPECT_EQ((*it)["client"], "127.0.0.1") << *it;
+    EXPECT_GE((*it)["total_ms"].get<double>(), 0) << *it;
+  }
 }
 
 TEST(ServeOps, KeyMatchingAndTheKeyFile) {
