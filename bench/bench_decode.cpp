@@ -646,14 +646,16 @@ void print_compute_types(const bench::RatioReporter& rep) {
       "packed copies, int8's rows, scales and row sums)\n");
 }
 
-// The product rows: microseconds per product on one thread (best of the interleaved rounds),
+// The product rows: microseconds per product on one thread (best sample of the interleaved
+// rounds),
 // oneDNN's over ours, its primitive's making, and the largest difference from our kernel's
 // outputs of the same type.
 void print_products() {
   const bench_products::Table& t = product_table();
   if (t.rounds == 0) return;
   std::printf(
-      "\nDecode-step products, one thread, best of %d interleaved rounds (us per product, x: "
+      "\nDecode-step products, one thread, best sample of %d interleaved rounds (us per product, "
+      "x: "
       "ours over it, so > 1 means it is faster; make: oneDNN's primitive and weight reorder, "
       "once per shape; diff: max |y - ours|); int8 on %s, bf16 on %s\n%-6s %3s %5s %5s",
       t.rounds, compute_kernel_name(ComputeType::Int8), compute_kernel_name(ComputeType::Bf16),

@@ -16,7 +16,7 @@
 // sides run on one thread: this project runs oneDNN products on one thread each (its OpenMP
 // workers spin against seqtape's own, tensor/matmul_backend.cpp), and quant_linear would split a
 // product's outputs over threads the same way for both. The rounds are interleaved (every shape
-// and side once per round) and the best round is kept: the machine is shared.
+// and side once per round) and each cell keeps its fastest sample: the machine is shared.
 //
 // Dimension key: M rows (the batch), K inputs, N outputs.
 
@@ -218,17 +218,63 @@ inline size_t reference(const Table& t, Side s) {
   return size_t(std::find(t.sides.begin(), t.sides.end(), s) - t.sides.begin());
 }
 
-// The sides of every shape, interleaved over `rounds` rounds on one thread.
+// One side of one shape, ready to run: null where it cannot (its cell says why).
+struct Entry {
+  std::unique_ptr<Product> p;
+  std::vector<float> y;
+};
+
+// The product of `side` over w for M rows, or null with c.why set.
+inline std::unique_ptr<Product> make_product(Side side, const QuantMatrix& w, int64_t m, Cell& c) {
+  const std::string missing =
+      compute_type_missing(is_int8(side) ? ComputeType::Int8 : ComputeType::Bf16);
+  if (!missing.empty()) {
+    c.why = is_int8(side) ? "n/a (no " + missing + ")" : "n/a (no bf16 units)";
+    return nullptr;
+  }
+  if (side == Side::OursInt8 || side == Side::OursBf16) return std::make_unique<Ours>(w, m);
+#ifdef SEQTAPE_HAVE_ONEDNN
+  try {
+    auto d = std::make_unique<Dnnl>(side, w, m);
+    c.impl = d->impl();
+    c.create_us = d->create_us;
+    return d;
+  } catch (const dnnl::error& err) {
+    c.why = std::string("n/a (") + err.what() + ")";
+  }
+#else
+  c.why = "n/a (no oneDNN)";
+#endif
+  return nullptr;
+}
+
+// Microseconds per product of e, the fastest of samples of a few calls each (~1M multiply-adds
+// per sample, about 2M per cell and round): a sample that the scheduler interrupts (the
+// machine is shared) is dropped, where a mean over all calls would keep the interruption.
+inline double best_sample_us(Entry& e, const Shape& s, const float* x) {
+  const double work = double(s.m * s.k * s.n);
+  const int inner = int(std::clamp(1e6 / work, 1.0, 200.0));
+  const int samples = int(std::clamp(2e6 / (work * inner), 5.0, 200.0));
+  double best = 1e30;
+  for (int r = 0; r < samples; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < inner; ++i) e.p->run(x, e.y.data());
+    best = std::min(
+        best,
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+            inner);
+  }
+  return best;
+}
+
+// The sides of every shape, interleaved over `rounds` rounds on one thread; each cell keeps its
+// best sample of all rounds.
 inline Table measure(int rounds) {
   Table t{shapes(),
           {Side::OursInt8, Side::DnnlU8S8, Side::DnnlS8S8, Side::DnnlS8S8Rt, Side::OursBf16,
            Side::DnnlBf16},
           {},
           rounds};
-  struct Entry {
-    std::unique_ptr<Product> p;
-    std::vector<float> y;
-  };
   std::vector<QuantMatrix> weights;  // [shape][int8, bf16]
   std::vector<std::vector<Entry>> runs(t.shapes.size());
   std::vector<std::vector<float>> xs;
@@ -242,51 +288,18 @@ inline Table measure(int rounds) {
     xs.push_back(std::move(x));
     weights.push_back(quantize(ComputeType::Int8, w.data(), s.n, s.k, s.k, 1));
     weights.push_back(quantize(ComputeType::Bf16, w.data(), s.n, s.k, s.k, 1));
-  }
-  for (size_t i = 0; i < t.shapes.size(); ++i)
     for (size_t k = 0; k < t.sides.size(); ++k) {
-      const Side side = t.sides[k];
-      const QuantMatrix& w = weights[2 * i + (is_int8(side) ? 0 : 1)];
-      const std::string missing =
-          compute_type_missing(is_int8(side) ? ComputeType::Int8 : ComputeType::Bf16);
-      Cell& c = t.cells[i][k];
-      Entry e;
-      if (!missing.empty()) {
-        c.why = side == Side::OursBf16 || side == Side::DnnlBf16 ? "n/a (no bf16 units)"
-                                                                 : "n/a (no " + missing + ")";
-      } else if (side == Side::OursInt8 || side == Side::OursBf16) {
-        e.p = std::make_unique<Ours>(w, t.shapes[i].m);
-      } else {
-#ifdef SEQTAPE_HAVE_ONEDNN
-        try {
-          auto d = std::make_unique<Dnnl>(side, w, t.shapes[i].m);
-          c.impl = d->impl();
-          c.create_us = d->create_us;
-          e.p = std::move(d);
-        } catch (const dnnl::error& err) {
-          c.why = std::string("n/a (") + err.what() + ")";
-        }
-#else
-        c.why = "n/a (no oneDNN)";
-#endif
-      }
-      e.y.assign(size_t(t.shapes[i].m * t.shapes[i].n), 0.f);
-      runs[i].push_back(std::move(e));
+      const QuantMatrix& w8 = weights[2 * i + (is_int8(t.sides[k]) ? 0 : 1)];
+      runs[i].push_back({make_product(t.sides[k], w8, s.m, t.cells[i][k]),
+                         std::vector<float>(size_t(s.m * s.n), 0.f)});
     }
+  }
   kernels::gemm_nt_rowwise_set_threads(1);
-  using Clock = std::chrono::steady_clock;
   for (int round = 0; round < rounds; ++round)
     for (size_t i = 0; i < t.shapes.size(); ++i)
       for (size_t k = 0; k < t.sides.size(); ++k) {
-        Entry& e = runs[i][k];
-        if (!e.p) continue;
-        const Shape& s = t.shapes[i];
-        // About 2 ms of products per cell and round.
-        const int reps = int(std::clamp<double>(2e6 / double(s.m * s.k * s.n), 20, 4000));
-        const auto t0 = Clock::now();
-        for (int r = 0; r < reps; ++r) e.p->run(xs[i].data(), e.y.data());
-        const double us =
-            std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / reps;
+        if (!runs[i][k].p) continue;
+        const double us = best_sample_us(runs[i][k], t.shapes[i], xs[i].data());
         Cell& c = t.cells[i][k];
         c.us = c.us == 0 ? us : std::min(c.us, us);
       }
