@@ -16,6 +16,11 @@
 // fastest products of the run (sgemm and oneDNN at 1024^3, the packed kernel) and the CPU's
 // multiply-add ceiling (fma/ceiling: fused multiply-adds on registers only, on every thread).
 //
+// Compute types (--compute-type, compute/): tokens/s of int8 and bf16 against f32. Their
+// products (products/interleaved, bench_decode_products.h): our int8 and bf16 kernels against
+// oneDNN's int8 and bf16 matmul at each decode-step shape. SEQTAPE_ISA=avx2 (with
+// ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN) gives the AVX2 rows on an AVX-512 machine.
+//
 // Dimension key: B batch (rows per call), N generated tokens, C d_model, F d_ff, V vocabulary, L
 // decoder layers, S source length.
 #include <cblas.h>
