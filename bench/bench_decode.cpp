@@ -16,6 +16,11 @@
 // fastest products of the run (sgemm and oneDNN at 1024^3, the packed kernel) and the CPU's
 // multiply-add ceiling (fma/ceiling: fused multiply-adds on registers only, on every thread).
 //
+// Compute types (--compute-type, compute/): tokens/s of int8 and bf16 against f32. Their
+// products (products/interleaved, bench_decode_products.h): our int8 and bf16 kernels against
+// oneDNN's int8 and bf16 matmul at each decode-step shape. SEQTAPE_ISA=avx2 (with
+// ONEDNN_MAX_CPU_ISA=AVX2 for oneDNN) gives the AVX2 rows on an AVX-512 machine.
+//
 // Dimension key: B batch (rows per call), N generated tokens, C d_model, F d_ff, V vocabulary, L
 // decoder layers, S source length.
 #include <cblas.h>
@@ -31,6 +36,7 @@
 #include <memory>
 #include <string>
 
+#include "bench/bench_decode_products.h"
 #include "bench/bench_util.h"
 #include "infer/model.h"
 #include "infer/quant.h"
@@ -346,6 +352,18 @@ void BM_compute(benchmark::State& st, ComputeType t, int64_t B) {
   st.counters["weight_bytes"] = double(m->weight_bytes());
 }
 
+// The product rows (bench_decode_products.h): every shape and side, interleaved in rounds within
+// this one benchmark; the table is printed at the end.
+constexpr int kProductRounds = 7;
+const char* const kProductsName = "products/interleaved";
+bench_products::Table& product_table() {
+  static bench_products::Table t;
+  return t;
+}
+void BM_products(benchmark::State& st) {
+  for (auto _ : st) product_table() = bench_products::measure(kProductRounds);
+}
+
 // The BLAS call a decoder step makes over its matrices ([out, in], blas_weights) for B rows:
 // cblas_sgemm with M = B, or cblas_sgemv for one row: the reference for the decoder's own
 // row-independent kernel (kernels::gemm_packed), which infer/layers' linear() uses on the Decode
@@ -514,6 +532,10 @@ const bool kRegistered = [] {
           ->UseRealTime()
           ->Repetitions(3)
           ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark(kProductsName, BM_products)
+      ->UseRealTime()
+      ->Iterations(1)
+      ->Unit(benchmark::kMillisecond);
   bench::register_fma_ceiling();
   return true;
 }();
@@ -603,6 +625,12 @@ void print_compute_types(const bench::RatioReporter& rep) {
   };
   for (ComputeType t : kComputeTypes) {
     std::printf("%-6s", to_string(t));
+    // (bf16 has a portable fallback, but --compute-type refuses it, and so does this row.)
+    if (const std::string missing = compute_type_missing(t); !missing.empty()) {
+      std::printf(" n/a (%s)\n",
+                  t == ComputeType::Bf16 ? "no bf16 units" : ("this CPU lacks " + missing).c_str());
+      continue;
+    }
     for (int64_t B : {int64_t(1), int64_t(32)}) {
       const double tps = cell(t, B, "tokens/s"), f32 = cell(ComputeType::F32, B, "tokens/s");
       if (tps > 0 && f32 > 0)
@@ -621,6 +649,50 @@ void print_compute_types(const bench::RatioReporter& rep) {
       "Targets (issue 41): int8 over f32 >= 1.8x at batch 1 and >= 1.5x at batch 32, bf16 over "
       "f32 >= 1.3x at batch 32, int8 weight memory <= 0.30 of f32's (weights as held: f32's "
       "packed copies, int8's rows, scales and row sums)\n");
+}
+
+// The product rows: microseconds per product on one thread (best sample of the interleaved
+// rounds),
+// oneDNN's over ours, its primitive's making, and the largest difference from our kernel's
+// outputs of the same type.
+void print_products() {
+  const bench_products::Table& t = product_table();
+  if (t.rounds == 0) return;
+  std::printf(
+      "\nDecode-step products, one thread, best sample of %d interleaved rounds (us per product, "
+      "x: "
+      "ours over it, so > 1 means it is faster; make: oneDNN's primitive and weight reorder, "
+      "once per shape; diff: max |y - ours|); int8 on %s, bf16 on %s\n%-6s %3s %5s %5s",
+      t.rounds, compute_kernel_name(ComputeType::Int8), compute_kernel_name(ComputeType::Bf16),
+      "shape", "M", "K", "N");
+  for (bench_products::Side side : t.sides)
+    std::printf(" | %-30s", bench_products::side_name(side));
+  std::printf("\n");
+  for (size_t i = 0; i < t.shapes.size(); ++i) {
+    const bench_products::Shape& s = t.shapes[i];
+    std::printf("%-6s %3lld %5lld %5lld", s.what, static_cast<long long>(s.m),
+                static_cast<long long>(s.k), static_cast<long long>(s.n));
+    for (size_t k = 0; k < t.sides.size(); ++k) {
+      const bench_products::Cell& c = t.cells[i][k];
+      const bench_products::Cell& ours = t.cells[i][bench_products::reference(
+          t, bench_products::is_int8(t.sides[k]) ? bench_products::Side::OursInt8
+                                                 : bench_products::Side::OursBf16)];
+      char cell[128];
+      if (c.us == 0)
+        std::snprintf(cell, sizeof cell, "%s", c.why.c_str());
+      else if (&c == &ours)
+        std::snprintf(cell, sizeof cell, "%8.2f", c.us);
+      else
+        std::snprintf(cell, sizeof cell, "%8.2f %5.2fx make %6.0f diff %.1e", c.us, ours.us / c.us,
+                      c.create_us, c.max_diff);
+      std::printf(" | %-30s", cell);
+    }
+    std::printf("\n");
+  }
+  for (size_t k = 0; k < t.sides.size(); ++k)
+    if (!t.cells[0][k].impl.empty())
+      std::printf("%s: oneDNN's implementation %s\n", bench_products::side_name(t.sides[k]),
+                  t.cells[0][k].impl.c_str());
 }
 
 // The batch-32 target, and what it asks of the machine: every generated token at batch 32 costs
@@ -726,6 +798,7 @@ int main(int argc, char** argv) {
   if (rep.has(batch_name(1)) && rep.has(batch_name(32))) robust = interleaved_batches();
   print_batches(rep, robust);
   print_compute_types(rep);
+  print_products();
   std::printf(
       "\nTargets (issue 4): medium at 256 tokens cached >= 20x faster than uncached; cached step "
       "at position 256 <= 1.5x position 16; cached step >= 50%% of cblas_sgemv GFLOP/s (step "

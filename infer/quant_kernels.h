@@ -1,7 +1,7 @@
 #pragma once
 // The dot products of infer/quant.h on the widest units this CPU has, chosen once per process
-// (kernels::cpu_path() caps the choice, so SEQTAPE_ROWWISE_PATH=avx2 or =portable tests the
-// narrower paths on one machine):
+// (kernels::cpu_path() caps the choice, so SEQTAPE_ISA=avx2 or =portable, or
+// ONEDNN_MAX_CPU_ISA=AVX2, runs the narrower paths on one machine):
 //   int8: AVX-512 VNNI (vpdpbusd: unsigned × signed bytes, so the input is shifted by +128 and
 //     128·Σ q_j taken off again), else AVX2 (vpmaddubsw on |q_x| and q_j carrying q_x's sign,
 //     then vpmaddwd: no pair of products can saturate 16 bits with |q| <= 127), else portable.

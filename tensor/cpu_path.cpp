@@ -1,8 +1,10 @@
 #include "tensor/cpu_path.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace seqtape::kernels {
 
@@ -14,15 +16,38 @@ bool cpu_has(CpuPath p) {
   return p == CpuPath::Portable;
 }
 
+namespace {
+
+// The cap one of seqtape's variables asks for: avx2 or portable (anything else: none).
+CpuPath seqtape_cap(const char* want) {
+  if (want && std::strcmp(want, "avx2") == 0) return CpuPath::Avx2;
+  if (want && std::strcmp(want, "portable") == 0) return CpuPath::Portable;
+  return CpuPath::Avx512;
+}
+
+}  // namespace
+
+CpuPath isa_cap(const char* seqtape_isa, const char* onednn_isa) {
+  CpuPath cap = seqtape_cap(seqtape_isa);
+  if (onednn_isa) {
+    std::string isa(onednn_isa);
+    for (char& c : isa) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    // oneDNN's names below AVX2 lack the FMA that the AVX2 path needs: portable then.
+    if (isa == "sse41" || isa == "avx") cap = CpuPath::Portable;
+    if (isa.rfind("avx2", 0) == 0) cap = std::min(cap, CpuPath::Avx2);
+  }
+  return cap;
+}
+
 CpuPath cpu_path() {
   static const CpuPath p = [] {
-    CpuPath best = cpu_has(CpuPath::Avx512) ? CpuPath::Avx512
-                   : cpu_has(CpuPath::Avx2) ? CpuPath::Avx2
-                                            : CpuPath::Portable;
-    const char* want = std::getenv("SEQTAPE_ROWWISE_PATH");
-    if (want && std::strcmp(want, "avx2") == 0) best = std::min(best, CpuPath::Avx2);
-    if (want && std::strcmp(want, "portable") == 0) best = CpuPath::Portable;
-    return best;
+    const CpuPath best = cpu_has(CpuPath::Avx512) ? CpuPath::Avx512
+                         : cpu_has(CpuPath::Avx2) ? CpuPath::Avx2
+                                                  : CpuPath::Portable;
+    const char* onednn = std::getenv("ONEDNN_MAX_CPU_ISA");
+    if (!onednn) onednn = std::getenv("DNNL_MAX_CPU_ISA");
+    return std::min({best, isa_cap(std::getenv("SEQTAPE_ISA"), onednn),
+                     seqtape_cap(std::getenv("SEQTAPE_ROWWISE_PATH"))});
   }();
   return p;
 }

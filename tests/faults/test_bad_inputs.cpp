@@ -29,6 +29,7 @@
 #include "infer/model.h"
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "tensor/cpu_path.h"
 #include "text/subword.h"
 #include "text/tokenizer.h"
 #include "train/copy_task.h"
@@ -1759,6 +1760,41 @@ TEST(ComputeTypeCli, QuantizedExportDecodesWhatItsTypeDecodes) {
     if (!flag.empty()) {
       EXPECT_NE(err.find("auto chose int8"), std::string::npos) << err;
     }
+  }
+}
+
+// SEQTAPE_ISA=avx2, and oneDNN's own ONEDNN_MAX_CPU_ISA=AVX2, put --compute-type int8 on the AVX2
+// kernel: it decodes the tokens and score of the default path (the int8 sums are exact integers
+// on every path). That the run is on AVX2 shows in what it refuses: auto takes f32 (it takes int8
+// only on VNNI), and bf16 is a usage error (no AVX-512 BF16 under the cap).
+TEST(ComputeTypeCli, ForcedAvx2DecodesWhatTheDefaultPathDecodes) {
+  if (!kernels::cpu_has(kernels::CpuPath::Avx2)) GTEST_SKIP() << "this CPU lacks AVX2";
+  const std::string dir = Workspace::get().dir();
+  const auto decode = [&](const std::string& type) {
+    return run_cli({"generate", "--model", "run/checkpoint.bin", "--input", "今天", "--json",
+                    "--beam", "3", "--n-best", "1", "--max-new", "8", "--compute-type", type},
+                   dir);
+  };
+  const CliResult want = decode("int8");
+  ASSERT_EQ(want.exit_code, 0) << want.err;
+  const nlohmann::json wanted = nlohmann::json::parse(want.out);
+  ASSERT_FALSE(wanted["tokens"].empty()) << want.out;
+  for (const auto& [var, value] : {std::pair<const char*, const char*>{"SEQTAPE_ISA", "avx2"},
+                                   {"ONEDNN_MAX_CPU_ISA", "AVX2"}}) {
+    struct Restore {
+      const char* var;
+      ~Restore() { unsetenv(var); }
+    } restore{var};
+    setenv(var, value, 1);
+    const CliResult got = decode("int8"), chosen = decode("auto"), bf16 = decode("bf16");
+    ASSERT_EQ(got.exit_code, 0) << var << ": " << got.err;
+    const nlohmann::json gotten = nlohmann::json::parse(got.out);
+    EXPECT_EQ(gotten["tokens"], wanted["tokens"]) << var;
+    EXPECT_EQ(gotten["score"], wanted["score"]) << var;
+    EXPECT_NE(chosen.err.find("compute type: auto chose f32"), std::string::npos)
+        << var << ": " << chosen.err;
+    EXPECT_EQ(bf16.exit_code, 2) << var << ": " << bf16.err;
+    EXPECT_NE(bf16.err.find("lacks AVX-512 BF16"), std::string::npos) << var << ": " << bf16.err;
   }
 }
 

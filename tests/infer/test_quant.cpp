@@ -74,6 +74,27 @@ TEST(QuantProduct, Int8IsTheExactIntegerProductOfTheQuantizedValues) {
   }
 }
 
+// An input row's scale is 127 / max|x| wherever the largest value sits (in a vector block of
+// the row or its tail), and its values round to nearest even, ties included.
+TEST(QuantProduct, Int8RowScaleIsOfTheLargestMagnitudeAndTiesGoToEven) {
+  for (int64_t in = 1; in <= 70; ++in)
+    for (int64_t at = 0; at < in; ++at) {
+      std::vector<float> x(static_cast<size_t>(in));
+      for (int64_t p = 0; p < in; ++p) x[size_t(p)] = 0.25f * float((p * 37) % 11) - 1.25f;
+      x[size_t(at)] = at % 2 ? -3.f : 3.f;
+      std::vector<int8_t> q(size_t(in + 64), 99);
+      ASSERT_EQ(quantize_row(x.data(), in, in + 64, q.data()), 127.f / 3.f) << in << " " << at;
+      EXPECT_EQ(q[size_t(at)], at % 2 ? -127 : 127) << in << " " << at;
+      EXPECT_EQ(q[size_t(in)], 0) << in;  // the padding
+    }
+  // Scale 1 (max|x| = 127), so x·s = x: the halves are ties.
+  std::vector<float> x = {127.f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -126.5f};
+  for (int i = 0; i < 24; ++i) x.push_back(float(i % 9) - 4.5f);
+  std::vector<int8_t> q(x.size());
+  ASSERT_EQ(quantize_row(x.data(), int64_t(x.size()), int64_t(x.size()), q.data()), 1.f);
+  for (size_t p = 0; p < x.size(); ++p) EXPECT_EQ(q[p], std::nearbyint(x[p])) << p;
+}
+
 // A row that overflowed to Inf or NaN gives NaN outputs, as the float32 product would, and the
 // other rows are untouched.
 TEST(QuantProduct, Int8RowWithInfOrNanGivesNan) {
