@@ -62,10 +62,9 @@ class Model:
 
     def generate(self, inputs, batch_size=32, **options):
         """Decodes `inputs` (a list of str, or one str) with the options of `seqtape generate`
-        (beam, n_best, length_penalty, sample, num_samples, temperature, top_k, top_p, seed,
-        repetition_penalty, no_repeat_ngram, min_new, max_new, stop, end, suppress, no_cache,
-        verify_cache), batch_size inputs at a time, and returns one dict per input: the object
-        `seqtape generate --json` prints. The GIL is released while decoding."""
+        under their /v1/generate field names (n_best=2, no_cache=True; the server's request
+        parser reads and checks them), batch_size inputs at a time, and returns one dict per
+        input: the object `seqtape generate --json` prints. The GIL is released while decoding."""
         if isinstance(inputs, str):
             inputs = [inputs]
         inputs = list(inputs)
