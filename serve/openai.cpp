@@ -18,12 +18,13 @@ constexpr int64_t kDefaultMaxTokens = 16;
 constexpr int64_t kMaxChoices = 4096;
 
 // The extension object's fields: generate's options that OpenAI's API has no name for (the
-// table's rows without an OpenAI name).
+// table's rows without an OpenAI name), and the request's deadline.
 const std::vector<std::string>& extension_fields() {
   static const std::vector<std::string> fields = [] {
     std::vector<std::string> f;
     for (const DecodingOption& d : decoding_options())
       if (d.openai.empty()) f.emplace_back(d.json);
+    f.emplace_back("timeout_ms");
     return f;
   }();
   return fields;

@@ -11,6 +11,7 @@
 
 #include "infer/model.h"
 #include "infer/options.h"
+#include "serve/openai.h"
 #include "serve/request.h"
 #include "serve_util.h"
 
@@ -157,6 +158,31 @@ TEST(DecodingOptions, EveryRowIsAFlagAndARequestFieldWithTheSameChecks) {
   // The table holds range checks and sampling options for the loops above to try.
   EXPECT_GE(checked, 10);
   EXPECT_EQ(needing, 4);
+}
+
+// /v1/completions' "seqtape" object takes every row OpenAI has no name for (and the deadline,
+// as docs/serving.md says), and names each field's error there.
+TEST(DecodingOptions, CompletionsExtensionTakesTheRowsOpenAiHasNoNameFor) {
+  const auto completion_error = [](const json& ext) -> std::string {
+    const json body = {{"model", "m"}, {"prompt", "我爱"}, {"temperature", 0}, {"seqtape", ext}};
+    try {
+      serve::parse_completion_request(body.dump(), f15(), serve::Limits{}, "m");
+    } catch (const serve::RequestError& e) {
+      return e.field;
+    }
+    return "";
+  };
+  int extension = 0;
+  for (const DecodingOption& d : decoding_options()) {
+    if (!d.openai.empty() || d.needs_sample) continue;
+    ++extension;
+    const std::string field(d.json);
+    EXPECT_EQ(completion_error({{field, good_value(d)}}), "") << field;
+    EXPECT_EQ(completion_error({{field, is_bool(d) ? json("x") : json(true)}}), "seqtape." + field);
+  }
+  EXPECT_GE(extension, 8);
+  EXPECT_EQ(completion_error({{"timeout_ms", 5000}}), "");
+  EXPECT_EQ(completion_error({{"timeout_ms", -5}}), "seqtape.timeout_ms");
 }
 
 // The request fields are the table's, between the input and the deadline fields.
