@@ -22,8 +22,10 @@ __all__ = ["Tensor", "Model", "train", "command", "gradcheck", "GradcheckResult"
            "tanh", "relu", "gelu", "exp", "log", "sqrt", "softmax", "log_softmax", "sum",
            "mean", "reshape", "transpose", "slice", "concat", "cross_entropy"]
 
-# generate()'s list-valued fields: a single string is taken as a list of one.
-_LIST_FIELDS = ("stop", "end", "suppress")
+# generate()'s list-valued fields (the decoding options whose default is a list: stop, end,
+# suppress): a single string is taken as a list of one.
+_LIST_FIELDS = tuple(o["name"] for o in json.loads(_seqtape._request_options())
+                     if isinstance(o["default"], list))
 
 
 def _must_exist(path, what):
