@@ -20,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/compute_type.h"
+#include "cli/decoding_flags.h"
 #include "cli/input_guards.h"
 #include "cli/output_paths.h"
 #include "eval/metric_registry.h"
@@ -40,7 +41,8 @@ namespace {
 struct EvalArgs {
   std::string model, data, out;
   std::string compute_type;  // of the decoding ("" when not given); the loss is float32
-  int64_t beam = 1, batch = 32;
+  DecodingFlags decoding;    // --beam, from the table of decoding options
+  int64_t batch = 32;
   bool json = false;
   bool copy_baseline = false;
 };
@@ -56,7 +58,7 @@ void print_scores(const EvalArgs& a, const metrics::EvalSummary& s, const double
     if (a.copy_baseline)
       j["copy_baseline"] = true;
     else
-      j["beam"] = a.beam;
+      j["beam"] = a.decoding.o.beam;
     std::cout << j.dump() << "\n";
     return;
   }
@@ -100,7 +102,9 @@ void teacher_forced(const EvalArgs& a, const ModelFiles& f, const std::vector<Te
 }
 
 int run_eval(const EvalArgs& a) {
-  if (a.beam < 1) throw UsageError("--beam must be >= 1");
+  // eval's own wording of --beam's range (docs/bad_inputs.md); then the table's checks.
+  if (a.decoding.o.beam < 1) throw UsageError("--beam must be >= 1");
+  check_decoding_flags(a.decoding);
   if (a.batch < 1) throw UsageError("--batch-size must be >= 1");
   if (a.copy_baseline && !a.model.empty())
     throw UsageError("--copy-baseline scores the sources themselves; drop --model");
@@ -127,8 +131,7 @@ int run_eval(const EvalArgs& a) {
          "prompts with generate instead)");
   const InferenceModel model(f.cfg, f.vocab, f.params, f.where, WeightLayout::Decode, f.codec,
                              chosen_compute_type(a.compute_type, f.compute), f.quantized);
-  GenerateOptions o;
-  o.beam = a.beam;
+  GenerateOptions o = a.decoding.o;
   o.max_new = model.config().max_positions;  // capped by max_positions in any case
   // Every source encoded, and the decoding's memory (--beam hypotheses of the longest source)
   // checked, before the teacher-forced pass: a bad line or a beam too large for the machine is
@@ -177,7 +180,7 @@ int run_eval(const EvalArgs& a) {
   }
   if (!a.out.empty()) write_file_atomic(a.out, {hyps});
   print_scores(a, scores.summary(), &loss, &accuracy,
-               a.beam > 1 ? "beam " + std::to_string(a.beam) + " decoding" : "greedy decoding");
+               o.beam > 1 ? "beam " + std::to_string(o.beam) + " decoding" : "greedy decoding");
   return kOk;
 }
 
@@ -197,7 +200,7 @@ void register_eval(CLI::App& app, Runner& run) {
                   "test data: UTF-8 TSV, one source<TAB>target per line; consecutive lines with "
                   "the same source are one source with several references")
       ->required();
-  sub->add_option("--beam", a->beam, "beam size (1 = greedy)")->capture_default_str();
+  add_decoding_flags(sub, a->decoding, {"beam"});
   add_compute_type_option(sub, a->compute_type);
   sub->add_option("--batch-size", a->batch,
                   "examples per batch, for the loss and for decoding (decoded in order of "

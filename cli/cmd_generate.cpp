@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/compute_type.h"
+#include "cli/decoding_flags.h"
 #include "cli/input_guards.h"
 #include "cli/output_paths.h"
 #include "infer/load.h"
@@ -41,29 +42,16 @@ struct GenerateArgs {
   std::string model, input, input_file, output, trace;
   std::string compute_type;  // "" when not given
   int64_t batch_size = 1;
-  std::vector<std::string> end_tokens;       // --end: extra end tokens besides <eos>
-  std::vector<std::string> suppress_tokens;  // --suppress: never generated
-  CLI::Option *input_o = nullptr, *input_file_o = nullptr, *temperature_o = nullptr,
-              *top_k_o = nullptr, *top_p_o = nullptr, *seed_o = nullptr, *n_best_o = nullptr;
-  GenerateOptions o;
-  bool no_cache = false, json = false, stream = false;
+  CLI::Option *input_o = nullptr, *input_file_o = nullptr;
+  DecodingFlags decoding;  // the table's flags (infer/options.h)
+  bool json = false, stream = false;
 };
 
-// An option's flag: its name with dashes ("n_best" → "--n-best").
-std::string flag_of(std::string_view option) {
-  if (option == "stop_strings") return "--stop";
-  std::string f = "--" + std::string(option);
-  std::replace(f.begin(), f.end(), '_', '-');
-  return f;
-}
-
-// GenerateOptions::problem() in the flags' names, then what only the command line can get wrong.
+// The decoding options' checks in the flags' names, then what only the command line can get
+// wrong.
 void check_flags(const GenerateArgs& a) {
-  const GenerateOptions& o = a.o;
-  if (std::optional<std::string> p = o.problem(flag_of)) throw UsageError(*p);
-  if (!o.sample)
-    for (CLI::Option* opt : {a.temperature_o, a.top_k_o, a.top_p_o, a.seed_o})
-      if (opt->count()) throw UsageError(opt->get_name() + " needs --sample");
+  const GenerateOptions& o = a.decoding.o;
+  check_decoding_flags(a.decoding);
   check_stop_strings(o.stop_strings);
   if (a.stream && a.json) throw UsageError("--stream and --json cannot be combined");
   if (a.batch_size < 1)
@@ -74,9 +62,6 @@ void check_flags(const GenerateArgs& a) {
     throw UsageError("--stream prints one text per input: it cannot show --num-samples draws");
   if (a.input_o->count() && a.input_file_o->count())
     throw UsageError("--input and --input-file cannot be combined");
-  if (a.o.verify_cache && a.no_cache)
-    throw UsageError(
-        "--verify-cache already compares with the uncached recompute; drop --no-cache");
 }
 
 const char* stop_note(StopReason r) {
@@ -95,7 +80,6 @@ const char* stop_note(StopReason r) {
 }
 
 void add_flags(CLI::App* sub, GenerateArgs& a) {
-  GenerateOptions& o = a.o;
   sub->add_option("--model", a.model,
                   "checkpoint.bin written by seqtape train, its run directory, or a directory "
                   "written by seqtape export")
@@ -111,63 +95,13 @@ void add_flags(CLI::App* sub, GenerateArgs& a) {
                   "decode this many inputs at once (output keeps input order; 1 answers each "
                   "stdin line as soon as it is read)")
       ->capture_default_str();
-  sub->add_option("--num-samples", o.num_samples,
-                  "with --sample: draws per input (draw k uses --seed + k)")
-      ->capture_default_str();
-  sub->add_option("--beam", o.beam, "beam size (1 = greedy)")->capture_default_str();
-  a.n_best_o = sub->add_option("--n-best", o.n_best, "hypotheses to print (<= --beam)")
-                   ->capture_default_str();
-  sub->add_option("--length-penalty", o.length_penalty,
-                  "beam ranking score / length^A (length counts the <eos>)")
-      ->capture_default_str();
-  sub->add_flag("--sample", o.sample, "sample instead of taking the most likely token");
-  a.temperature_o =
-      sub->add_option("--temperature", o.temperature, "sampling temperature (0 = greedy)")
-          ->capture_default_str();
-  a.top_k_o = sub->add_option("--top-k", o.top_k, "sample from the K most likely (0 = all)")
-                  ->capture_default_str();
-  a.top_p_o = sub->add_option("--top-p", o.top_p,
-                              "sample from the smallest set with probability >= P, in (0, 1]")
-                  ->capture_default_str();
-  a.seed_o = sub->add_option("--seed", o.seed, "sampling seed")->capture_default_str();
-  sub->add_option("--repetition-penalty", o.repetition_penalty,
-                  "divide positive / multiply negative logits of generated tokens (1 = off)")
-      ->capture_default_str();
-  sub->add_option("--no-repeat-ngram", o.no_repeat_ngram,
-                  "never repeat an n-gram of this size (0 = off)")
-      ->capture_default_str();
-  sub->add_option("--min-new", o.min_new, "block <eos> before this many new tokens")
-      ->capture_default_str();
-  sub->add_option("--max-new", o.max_new, "at most this many new tokens")->capture_default_str();
-  sub->add_option("--stop", o.stop_strings, "stop before this text (repeatable)");
-  sub->add_option("--end", a.end_tokens,
-                  "also end at this vocabulary token, like <eos> (repeatable; stop reason eos)");
-  sub->add_option("--suppress", a.suppress_tokens,
-                  "never generate this vocabulary token (repeatable)");
-  sub->add_flag("--no-cache", a.no_cache, "recompute the whole prefix every step (slow)");
-  sub->add_flag("--verify-cache", o.verify_cache,
-                "compare the cached logits with a recompute at every step; report max |delta|");
+  add_decoding_flags(sub, a.decoding);
   sub->add_flag("--stream", a.stream, "print text as it is generated");
   sub->add_flag("--json", a.json, "one JSON object per input");
   sub->add_option("--trace", a.trace,
                   "write the run step by step as JSON for web/player.html (one --input; format: "
                   "web/TRACE_FORMAT.md): tokens fed, cache lengths, candidates, selections, stop "
                   "checks, attention weights, |cached - recomputed| logits");
-}
-
-// Vocabulary tokens named by a flag (--end, --suppress), as ids; a usage error names a token the
-// model lacks.
-std::vector<int32_t> token_ids(const InferenceModel& model, const std::string& model_path,
-                               const std::string& flag, const std::vector<std::string>& tokens) {
-  std::vector<int32_t> ids;
-  for (const std::string& t : tokens) {
-    const std::optional<int32_t> id = model.vocab().find(t);
-    if (!id)
-      throw UsageError(flag + ": '" + t + "' is not a token of " + model_path + "'s vocabulary (" +
-                       std::to_string(model.vocab().size()) + " tokens)");
-    ids.push_back(*id);
-  }
-  return ids;
 }
 
 // One input: where it came from (for messages: "--input", "stdin:3", "F:3") and its text.
@@ -398,17 +332,6 @@ int64_t decode_all(Run& run, InputSource& src) {
   return total;
 }
 
-GenerateOptions options_of(const GenerateArgs& a, const InferenceModel& model) {
-  GenerateOptions o = a.o;
-  o.use_cache = !a.no_cache;
-  if (!a.end_tokens.empty()) {
-    o.end_ids = {model.vocab().eos_id()};
-    for (int32_t id : token_ids(model, a.model, "--end", a.end_tokens)) o.end_ids.push_back(id);
-  }
-  o.suppress_ids = token_ids(model, a.model, "--suppress", a.suppress_tokens);
-  return o;
-}
-
 // --output and --trace: files, and none of the command's inputs (nor each other).
 void check_outputs(const GenerateArgs& a) {
   std::vector<FlagPath> inputs = model_inputs("--model", a.model);
@@ -426,7 +349,7 @@ int run_generate(const GenerateArgs& a) {
   check_outputs(a);
   InferenceModel model = load_decoding_model(a.model, a.compute_type);
   const TextCodec& tok = model.codec();
-  GenerateOptions o = options_of(a, model);
+  GenerateOptions o = decoding_options_for(a.decoding, model.vocab(), a.model);
   std::ofstream file;
   if (!a.output.empty()) {
     file.open(a.output, std::ios::binary);

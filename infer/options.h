@@ -7,14 +7,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "infer/layers.h"  // AttentionObserver
 #include "model/memory_budget.h"
+#include "text/tokenizer.h"  // Vocab
 
 namespace seqtape {
 
@@ -95,6 +98,56 @@ struct GenerateOptions {
   // Error "generate: option <problem>" with the field names (beam, n_best, ...).
   void validate() const;
 };
+
+// The decoding options as one table (infer/options.cpp), one row per option a user sets:
+// generate's and eval's flags (cli/decoding_flags.h), the server's request fields and
+// /v1/completions' extension object (serve/request.cpp, serve/openai.cpp), Python's keywords
+// (through the request parser), the playground (GET /v1/model) and problem() read it. The
+// defaults are GenerateOptions' member initializers, read through `member`.
+using OptionMember =
+    std::variant<int64_t GenerateOptions::*, uint64_t GenerateOptions::*, double GenerateOptions::*,
+                 bool GenerateOptions::*, std::vector<std::string> GenerateOptions::*,
+                 std::vector<int32_t> GenerateOptions::*>;
+
+struct DecodingOption {
+  std::string_view field;  // the member's name: problem() names the option by it
+  std::string_view json;   // the request field (and Python's keyword)
+  std::string_view flag;   // generate's flag
+  std::string_view help;   // generate's --help
+  OptionMember member;
+  // A bool member the flag or field sets to its opposite (--no-cache: use_cache = false).
+  bool negated = false;
+  // Acts only when sampling: given without sample, refused ("--top-k needs --sample").
+  bool needs_sample = false;
+  // A token-id member is given as vocabulary tokens; with keeps_eos, <eos> stays one of them.
+  bool keeps_eos = false;
+  // Its name in /v1/completions' body; "" for the options that go in the "seqtape" object.
+  std::string_view openai;
+  // The option's own check (its range or values), spelled with `name`; cross-option rules are
+  // in problem().
+  std::optional<std::string> (*check)(const GenerateOptions& o,
+                                      const GenerateOptions::Namer& name) = nullptr;
+};
+
+const std::vector<DecodingOption>& decoding_options();
+// The row of a member name ("top_k"), or nullptr.
+const DecodingOption* find_decoding_option(std::string_view field);
+// An option's name as a flag ("--top-k") or a request field ("top_k"): the Namers of problem().
+std::string option_flag(std::string_view field);
+std::string option_json(std::string_view field);
+// A row's value in `o`, as JSON (the request field's type; a negated flag as given).
+nlohmann::json option_value(const DecodingOption& d, const GenerateOptions& o);
+
+// What options given by a user (a flag or field; `given` says which rows) cannot do beyond
+// problem(): a sampling option without sample; verify_cache with no_cache. Spelled with `name`.
+std::optional<std::string> given_problem(const GenerateOptions& o,
+                                         const std::function<bool(const DecodingOption&)>& given,
+                                         const GenerateOptions::Namer& name);
+// A token row's member set from vocabulary tokens (end: <eos> first); returns the first token
+// the vocabulary lacks, if any (the caller names where it came from).
+std::optional<std::string> set_token_option(const DecodingOption& d, GenerateOptions& o,
+                                            const Vocab& vocab,
+                                            const std::vector<std::string>& tokens);
 
 // New tokens decoding an input of `input_tokens` tokens can make: o.max_new, never past the
 // model's max_positions (a decoder-only prompt takes its share of them).

@@ -135,23 +135,50 @@ std::vector<GenerateResult> SearchStrategy::run(const SearchContext& c, Stepper&
   return out;
 }
 
-nlohmann::json GreedySearch::describe(const GenerateOptions&) const {
-  return {{"kind", "greedy"}, {"beam_size", 1}};
+nlohmann::json SearchStrategy::describe(const GenerateOptions& o) const {
+  nlohmann::json j = {{"kind", name()}, {"beam_size", rows_per_input(o)}};
+  if (const StrategyEntry* e = find_strategy(name()))
+    for (std::string_view field : e->options)
+      j[std::string(option_json(field))] = option_value(*find_decoding_option(field), o);
+  return j;
 }
 
-nlohmann::json SamplingSearch::describe(const GenerateOptions& o) const {
-  return {{"kind", "sample"}, {"beam_size", 1},   {"temperature", o.temperature},
-          {"top_k", o.top_k}, {"top_p", o.top_p}, {"seed", o.seed}};
+namespace {
+
+template <class S>
+std::unique_ptr<SearchStrategy> make_search() {
+  return std::make_unique<S>();
 }
 
-nlohmann::json BeamSearch::describe(const GenerateOptions& o) const {
-  return {{"kind", "beam"}, {"beam_size", o.beam}, {"length_penalty", o.length_penalty}};
+}  // namespace
+
+// A new strategy: its file (a SearchStrategy and a factory) and a row here, before the rows
+// whose selection would shadow it.
+const std::vector<StrategyEntry>& strategy_registry() {
+  static const std::vector<StrategyEntry> rows = {
+      {"sample",
+       [](const GenerateOptions& o) { return o.sample; },
+       make_search<SamplingSearch>,
+       {"temperature", "top_k", "top_p", "seed"}},
+      {"beam",
+       [](const GenerateOptions& o) { return o.beam > 1; },
+       make_search<BeamSearch>,
+       {"length_penalty"}},
+      {"greedy", [](const GenerateOptions&) { return true; }, make_search<GreedySearch>, {}},
+  };
+  return rows;
+}
+
+const StrategyEntry* find_strategy(std::string_view name) {
+  for (const StrategyEntry& e : strategy_registry())
+    if (e.name == name) return &e;
+  return nullptr;
 }
 
 std::unique_ptr<SearchStrategy> make_strategy(const GenerateOptions& o) {
-  if (o.sample) return std::make_unique<SamplingSearch>();
-  if (o.beam > 1) return std::make_unique<BeamSearch>();
-  return std::make_unique<GreedySearch>();
+  for (const StrategyEntry& e : strategy_registry())
+    if (e.selects(o)) return e.make();
+  fail("generate", "no search strategy is registered for these options");
 }
 
 }  // namespace seqtape

@@ -3,9 +3,9 @@
 // (greedy, sampling, beam search), and the SearchContext they share: the checked inputs, the
 // processors, the stop check and the tracing and streaming hooks. A strategy makes the search of
 // one input (a RowSearch, infer/row_search.h); run() steps those of every input together, and
-// the server's continuous scheduler steps them as requests come and go. A new strategy is a new
-// class here; make_strategy() picks one from the options, and tracing asks the strategy to
-// describe itself.
+// the server's continuous scheduler steps them as requests come and go. The strategies are
+// registered by name (strategy_registry(), infer/strategy.cpp): make_strategy() picks the first
+// the options select, and a trace describes one by its name and the options it reads.
 //
 // Dimension key: B inputs, K beam size, V vocabulary.
 
@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "infer/model.h"
@@ -83,8 +84,11 @@ class SearchStrategy {
   // rows_per_input() rows per input and steps all the searches until each is done (or
   // opt.cancel says stop).
   std::vector<GenerateResult> run(const SearchContext& c, Stepper& st) const;
-  // Tracing: the trace's "search" object: kind, beam_size and the strategy's own settings.
-  virtual nlohmann::json describe(const GenerateOptions& o) const = 0;
+  // Its name in the registry (the trace's "kind").
+  virtual std::string_view name() const = 0;
+  // Tracing: the trace's "search" object: kind, beam_size and the values of the options its
+  // registry row lists.
+  nlohmann::json describe(const GenerateOptions& o) const;
   // Tracing: true when a row holds one of several hypotheses of an input, re-gathered after
   // every call (a selection then names the row that continues it).
   virtual bool per_hypothesis() const { return false; }
@@ -105,7 +109,7 @@ class SingleRowSearch : public SearchStrategy {
 // The most likely token (the lowest id among equals).
 class GreedySearch : public SingleRowSearch {
  public:
-  nlohmann::json describe(const GenerateOptions& o) const override;
+  std::string_view name() const override { return "greedy"; }
 
  protected:
   Picker picker(const GenerateOptions& o, int64_t V) const override;
@@ -114,7 +118,7 @@ class GreedySearch : public SingleRowSearch {
 // A draw from the processed logits shaped by top-k, temperature and top-p (infer/sampler.h).
 class SamplingSearch : public SingleRowSearch {
  public:
-  nlohmann::json describe(const GenerateOptions& o) const override;
+  std::string_view name() const override { return "sample"; }
 
  protected:
   Picker picker(const GenerateOptions& o, int64_t V) const override;
@@ -126,11 +130,23 @@ class BeamSearch : public SearchStrategy {
   int64_t rows_per_input(const GenerateOptions& o) const override { return o.beam; }
   std::unique_ptr<RowSearch> start(const SearchContext& c, size_t input,
                                    std::span<const int32_t> rows) const override;
-  nlohmann::json describe(const GenerateOptions& o) const override;
+  std::string_view name() const override { return "beam"; }
   bool per_hypothesis() const override { return true; }
 };
 
-// sample → SamplingSearch, beam > 1 → BeamSearch, else GreedySearch.
+// A strategy registered by name: when the options select it, how to make it, and the decoding
+// options (fields of infer/options.h's table) it reads.
+struct StrategyEntry {
+  std::string_view name;                      // SearchStrategy::name()
+  bool (*selects)(const GenerateOptions& o);  // asked in the registry's order; the last: always
+  std::unique_ptr<SearchStrategy> (*make)();
+  std::vector<std::string_view> options;  // shown by describe()
+};
+// sample, then beam (beam > 1), then greedy.
+const std::vector<StrategyEntry>& strategy_registry();
+const StrategyEntry* find_strategy(std::string_view name);  // nullptr when not registered
+
+// The first registered strategy the options select.
 std::unique_ptr<SearchStrategy> make_strategy(const GenerateOptions& o);
 
 }  // namespace seqtape

@@ -73,6 +73,7 @@ void bind_model(py::module_& m) {
                              [](const Model& x) { return x.model->config().to_json().dump(); })
       .def_property_readonly("vocab_size", [](const Model& x) { return x.model->vocab().size(); });
   m.def("_request_fields", &serve::request_fields);
+  m.def("_request_options", [] { return serve::request_options().dump(); });
 }
 
 }  // namespace seqtape::python

@@ -17,11 +17,16 @@ constexpr int64_t kDefaultMaxTokens = 16;
 // More choices than this are refused before the option checks (which bound them by --beam-limit).
 constexpr int64_t kMaxChoices = 4096;
 
-// The extension object's fields: generate's options that OpenAI's API has no name for.
+// The extension object's fields: generate's options that OpenAI's API has no name for (the
+// table's rows without an OpenAI name), and the request's deadline.
 const std::vector<std::string>& extension_fields() {
-  static const std::vector<std::string> fields = {
-      "beam", "length_penalty", "top_k",    "repetition_penalty", "no_repeat_ngram", "min_new",
-      "end",  "suppress",       "no_cache", "verify_cache"};
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> f;
+    for (const DecodingOption& d : decoding_options())
+      if (d.openai.empty()) f.emplace_back(d.json);
+    f.emplace_back("timeout_ms");
+    return f;
+  }();
   return fields;
 }
 
@@ -33,9 +38,8 @@ bool contains(const std::vector<std::string>& list, const std::string& s) {
 std::string openai_field(const std::string& f) {
   if (f == "input" || f == "inputs") return "prompt";
   if (f.rfind("inputs[", 0) == 0) return "prompt" + f.substr(6);
-  if (f == "max_new") return "max_tokens";
-  if (f == "num_samples" || f == "n_best") return "n";
-  if (f == "sample") return "temperature";
+  for (const DecodingOption& d : decoding_options())
+    if (d.json == f && !d.openai.empty()) return std::string(d.openai);
   if (contains(extension_fields(), f)) return "seqtape." + f;
   return f;
 }

@@ -39,16 +39,16 @@ const std::string& playground_html() {
 <textarea id="source" rows="3">我爱</textarea>
 <fieldset>
   <legend>Decoding</legend>
-  <label>max_new <input id="max_new" type="number" value="64" min="1"></label>
-  <label>min_new <input id="min_new" type="number" value="0" min="0"></label>
-  <label>beam <input id="beam" type="number" value="1" min="1"></label>
-  <label>n_best <input id="n_best" type="number" value="1" min="1"></label>
+  <label>max_new <input id="max_new" type="number" min="1"></label>
+  <label>min_new <input id="min_new" type="number" min="0"></label>
+  <label>beam <input id="beam" type="number" min="1"></label>
+  <label>n_best <input id="n_best" type="number" min="1"></label>
   <label><input id="sample" type="checkbox"> sample</label>
-  <label>temperature <input id="temperature" class="sampling" type="number" value="1" min="0" step="0.1" disabled></label>
-  <label>top_k <input id="top_k" class="sampling" type="number" value="0" min="0" disabled></label>
-  <label>top_p <input id="top_p" class="sampling" type="number" value="1" min="0.01" max="1" step="0.05" disabled></label>
-  <label>seed <input id="seed" class="sampling" type="number" value="0" min="0" disabled></label>
-  <label>repetition_penalty <input id="repetition_penalty" type="number" value="1" min="0.1" step="0.1"></label>
+  <label>temperature <input id="temperature" type="number" min="0" step="0.1"></label>
+  <label>top_k <input id="top_k" type="number" min="0"></label>
+  <label>top_p <input id="top_p" type="number" min="0.01" max="1" step="0.05"></label>
+  <label>seed <input id="seed" type="number" min="0"></label>
+  <label>repetition_penalty <input id="repetition_penalty" type="number" min="0.1" step="0.1"></label>
 </fieldset>
 <button id="go">Generate</button> <button id="stop" disabled>Stop</button>
 <label title="record the first input's decoding and step through it (attention per layer and head)"><input id="trace" type="checkbox"> trace</label>
@@ -63,6 +63,17 @@ const $ = (id) => document.getElementById(id);
 let controller = null;
 
 fetch("/v1/model").then((r) => r.json()).then((m) => {
+  // The server's table of options: each input's default and help, and which act only when
+  // sampling.
+  for (const o of m.options) {
+    const e = $(o.name);
+    if (!e) continue;
+    e.title = o.help;
+    if (e.type === "number") e.value = o.default;
+    else if (e.type === "checkbox") e.checked = o.default;
+    if (o.needs === "sample") e.classList.add("sampling");
+  }
+  syncSampling();
   $("model").textContent = `${m.model || "model"}: ${m.config.arch}, ${m.parameters} parameters, ` +
     `vocabulary ${m.vocab_size}, max_new ≤ ${m.limits.max_new}, beam ≤ ${m.limits.beam}`;
   $("max_new").max = m.limits.max_new;
@@ -86,15 +97,10 @@ function body() {
   const ins = lines();
   const b = ins.length === 1 ? { input: ins[0] } : { inputs: ins };
   b.stream = true;
-  for (const f of ["max_new", "min_new", "beam", "n_best"]) b[f] = Number($(f).value);
-  b.repetition_penalty = Number($("repetition_penalty").value);
-  if ($("sample").checked) {
-    b.sample = true;
-    b.temperature = Number($("temperature").value);
-    b.top_k = Number($("top_k").value);
-    b.top_p = Number($("top_p").value);
-    b.seed = Number($("seed").value);
-  }
+  // Every option input; the sampling ones only when sampling.
+  for (const e of document.querySelectorAll("fieldset input[type=number]"))
+    if (!e.classList.contains("sampling") || $("sample").checked) b[e.id] = Number(e.value);
+  if ($("sample").checked) b.sample = true;
   return b;
 }
 

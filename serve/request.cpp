@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <type_traits>
 
 #include "infer/search.h"  // encode_input
 #include "model/memory_budget.h"
@@ -19,15 +20,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kMaxTimeoutMs = 86'400'000;  // a day
-
-// GenerateOptions member → request field (the CLI flag's long name with underscores).
-std::string field_of(std::string_view option) {
-  if (option == "stop_strings") return "stop";
-  if (option == "end_ids") return "end";
-  if (option == "suppress_ids") return "suppress";
-  if (option == "use_cache") return "no_cache";
-  return std::string(option);
-}
 
 int64_t get_int(const json& j, const std::string& f) {
   if (!j.is_number_integer()) throw RequestError(f, f + " must be an integer");
@@ -53,28 +45,27 @@ std::vector<std::string> get_strings(const json& j, const std::string& f) {
   return out;
 }
 
-std::vector<int32_t> token_ids(const InferenceModel& model, const std::string& f,
-                               const std::vector<std::string>& tokens) {
-  std::vector<int32_t> ids;
-  for (const std::string& t : tokens) {
-    const std::optional<int32_t> id = model.vocab().find(t);
-    if (!id)
-      throw RequestError(f, f + ": '" + t + "' is not a token of the model's vocabulary (" +
-                                std::to_string(model.vocab().size()) + " tokens)");
-    ids.push_back(*id);
-  }
-  return ids;
-}
-
 }  // namespace
 
 const std::vector<std::string>& request_fields() {
-  static const std::vector<std::string> fields = {
-      "input",           "inputs",       "stream",      "beam",      "n_best", "length_penalty",
-      "sample",          "temperature",  "top_k",       "top_p",     "seed",   "repetition_penalty",
-      "no_repeat_ngram", "min_new",      "max_new",     "stop",      "end",    "suppress",
-      "no_cache",        "verify_cache", "num_samples", "timeout_ms"};
+  static const std::vector<std::string> fields = [] {
+    std::vector<std::string> f = {"input", "inputs", "stream"};
+    for (const DecodingOption& d : decoding_options()) f.emplace_back(d.json);
+    f.emplace_back("timeout_ms");
+    return f;
+  }();
   return fields;
+}
+
+json request_options() {
+  const GenerateOptions defaults;
+  json out = json::array();
+  for (const DecodingOption& d : decoding_options()) {
+    json row = {{"name", d.json}, {"default", option_value(d, defaults)}, {"help", d.help}};
+    if (d.needs_sample) row["needs"] = option_json("sample");
+    out.push_back(std::move(row));
+  }
+  return out;
 }
 
 json parse_json_object(const std::string& body, const Limits& limits) {
@@ -121,56 +112,56 @@ void read_texts(const json& j, const Limits& limits, GenerateRequest& r) {
                                      std::to_string(limits.max_inputs));
 }
 
+// One option's field into its member (the type the member has), or a RequestError.
+void read_option(const json& v, const DecodingOption& d, const InferenceModel& model,
+                 GenerateOptions& o) {
+  const std::string f(d.json);
+  std::visit(
+      [&](auto m) {
+        using T = std::remove_cvref_t<decltype(o.*m)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          o.*m = get_int(v, f);
+        } else if constexpr (std::is_same_v<T, uint64_t>) {
+          if (!v.is_number_unsigned() && !(v.is_number_integer() && v >= 0))
+            throw RequestError(f, f + " must be a non-negative integer");
+          o.*m = v.get<uint64_t>();
+        } else if constexpr (std::is_same_v<T, double>) {
+          o.*m = get_number(v, f);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          o.*m = get_bool(v, f) != d.negated;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          o.*m = get_strings(v, f);
+        } else if (std::optional<std::string> t =
+                       set_token_option(d, o, model.vocab(), get_strings(v, f))) {
+          throw RequestError(f, f + ": '" + *t + "' is not a token of the model's vocabulary (" +
+                                    std::to_string(model.vocab().size()) + " tokens)");
+        }
+      },
+      d.member);
+}
+
 // The decoding options the request gives; the rest keep GenerateOptions' defaults.
 void read_options(const json& j, const InferenceModel& model, GenerateOptions& o) {
-  if (j.contains("beam")) o.beam = get_int(j["beam"], "beam");
-  if (j.contains("n_best")) o.n_best = get_int(j["n_best"], "n_best");
-  if (j.contains("length_penalty"))
-    o.length_penalty = get_number(j["length_penalty"], "length_penalty");
-  if (j.contains("sample")) o.sample = get_bool(j["sample"], "sample");
-  if (j.contains("num_samples")) o.num_samples = get_int(j["num_samples"], "num_samples");
-  if (j.contains("temperature")) o.temperature = get_number(j["temperature"], "temperature");
-  if (j.contains("top_k")) o.top_k = get_int(j["top_k"], "top_k");
-  if (j.contains("top_p")) o.top_p = get_number(j["top_p"], "top_p");
-  if (j.contains("seed")) {
-    if (!j["seed"].is_number_unsigned() && !(j["seed"].is_number_integer() && j["seed"] >= 0))
-      throw RequestError("seed", "seed must be a non-negative integer");
-    o.seed = j["seed"].get<uint64_t>();
-  }
-  if (j.contains("repetition_penalty"))
-    o.repetition_penalty = get_number(j["repetition_penalty"], "repetition_penalty");
-  if (j.contains("no_repeat_ngram"))
-    o.no_repeat_ngram = get_int(j["no_repeat_ngram"], "no_repeat_ngram");
-  if (j.contains("min_new")) o.min_new = get_int(j["min_new"], "min_new");
-  if (j.contains("max_new")) o.max_new = get_int(j["max_new"], "max_new");
-  if (j.contains("stop")) o.stop_strings = get_strings(j["stop"], "stop");
-  if (j.contains("end")) {
-    o.end_ids = {model.vocab().eos_id()};
-    for (int32_t id : token_ids(model, "end", get_strings(j["end"], "end")))
-      o.end_ids.push_back(id);
-  }
-  if (j.contains("suppress"))
-    o.suppress_ids = token_ids(model, "suppress", get_strings(j["suppress"], "suppress"));
-  if (j.contains("no_cache")) o.use_cache = !get_bool(j["no_cache"], "no_cache");
-  if (j.contains("verify_cache")) o.verify_cache = get_bool(j["verify_cache"], "verify_cache");
+  for (const DecodingOption& d : decoding_options())
+    if (const auto it = j.find(std::string(d.json)); it != j.end()) read_option(*it, d, model, o);
+}
+
+// The request field a message of problem() or given_problem() is about: it starts with it.
+std::string field_of(const std::string& problem) {
+  std::string field;
+  for (const std::string& f : request_fields())
+    if (problem.rfind(f, 0) == 0 && f.size() > field.size()) field = f;
+  return field;
 }
 
 // GenerateOptions' own check, in the request's field names; then what only a request (like
 // the command line) can get wrong; then the server's limits.
 void check_options(const json& j, const GenerateOptions& o, bool stream, const Limits& limits) {
-  // Each message of problem() starts with the name of the option it is about.
-  if (std::optional<std::string> p = o.problem(field_of)) {
-    std::string field;
-    for (const std::string& f : request_fields())
-      if (p->rfind(f, 0) == 0 && f.size() > field.size()) field = f;
-    throw RequestError(field, *p);
-  }
-  if (!o.sample)
-    for (const char* f : {"temperature", "top_k", "top_p", "seed"})
-      if (j.contains(f)) throw RequestError(f, std::string(f) + " needs sample");
-  if (o.verify_cache && !o.use_cache)
-    throw RequestError("verify_cache",
-                       "verify_cache already compares with the uncached recompute; drop no_cache");
+  const auto name = [](std::string_view field) { return option_json(field); };
+  if (std::optional<std::string> p = o.problem(name)) throw RequestError(field_of(*p), *p);
+  const auto given = [&j](const DecodingOption& d) { return j.contains(std::string(d.json)); };
+  if (std::optional<std::string> p = given_problem(o, given, name))
+    throw RequestError(field_of(*p), *p);
   if (o.max_new > limits.max_new)
     throw RequestError("max_new", "max_new " + std::to_string(o.max_new) +
                                       (j.contains("max_new") ? "" : " (the default)") +

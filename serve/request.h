@@ -44,6 +44,9 @@ struct GenerateRequest {
 
 // The field names a body may use, in the order /v1/model and --help list them.
 const std::vector<std::string>& request_fields();
+// The decoding options' fields as GET /v1/model describes them (the playground reads it): per
+// field its default, generate's help, and "needs": "sample" for those that act only then.
+nlohmann::json request_options();
 
 // The inputs are encoded with the model's own codec (its SentencePiece model, or characters).
 GenerateRequest parse_generate_request(const std::string& body, const InferenceModel& model,

@@ -528,6 +528,7 @@ struct Server::Impl {
                           {"max_batch", opt.max_batch},
                           {"http_threads", opt.http_threads},
                           {"fields", request_fields()},
+                          {"options", request_options()},
                           {"limits",
                            {{"body_bytes", l.max_body_bytes},
                             {"input_bytes", l.max_input_bytes},

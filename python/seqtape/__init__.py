@@ -22,8 +22,10 @@ __all__ = ["Tensor", "Model", "train", "command", "gradcheck", "GradcheckResult"
            "tanh", "relu", "gelu", "exp", "log", "sqrt", "softmax", "log_softmax", "sum",
            "mean", "reshape", "transpose", "slice", "concat", "cross_entropy"]
 
-# generate()'s list-valued fields: a single string is taken as a list of one.
-_LIST_FIELDS = ("stop", "end", "suppress")
+# generate()'s list-valued fields (the decoding options whose default is a list: stop, end,
+# suppress): a single string is taken as a list of one.
+_LIST_FIELDS = tuple(o["name"] for o in json.loads(_seqtape._request_options())
+                     if isinstance(o["default"], list))
 
 
 def _must_exist(path, what):
@@ -62,10 +64,9 @@ class Model:
 
     def generate(self, inputs, batch_size=32, **options):
         """Decodes `inputs` (a list of str, or one str) with the options of `seqtape generate`
-        (beam, n_best, length_penalty, sample, num_samples, temperature, top_k, top_p, seed,
-        repetition_penalty, no_repeat_ngram, min_new, max_new, stop, end, suppress, no_cache,
-        verify_cache), batch_size inputs at a time, and returns one dict per input: the object
-        `seqtape generate --json` prints. The GIL is released while decoding."""
+        under their /v1/generate field names (n_best=2, no_cache=True; the server's request
+        parser reads and checks them), batch_size inputs at a time, and returns one dict per
+        input: the object `seqtape generate --json` prints. The GIL is released while decoding."""
         if isinstance(inputs, str):
             inputs = [inputs]
         inputs = list(inputs)

@@ -530,6 +530,36 @@ TEST(InferStrategies, OptionsSelectTheStrategyAndItDescribesItself) {
   EXPECT_FALSE(sampling->per_hypothesis());
 }
 
+// Every registered strategy: its row makes it, it answers to the row's name, and its trace's
+// "search" object holds exactly the kind, the beam size and the options the row lists.
+TEST(InferStrategies, RegistryRowsMakeTheirStrategyAndListWhatItReads) {
+  GenerateOptions o;
+  o.temperature = 0.5;
+  o.top_k = 4;
+  o.length_penalty = 0.6;
+  for (const StrategyEntry& e : strategy_registry()) {
+    SCOPED_TRACE(std::string(e.name));
+    EXPECT_EQ(find_strategy(e.name), &e);
+    const std::unique_ptr<SearchStrategy> s = e.make();
+    EXPECT_EQ(s->name(), e.name);
+    const nlohmann::json j = s->describe(o);
+    EXPECT_EQ(j["kind"], e.name);
+    EXPECT_EQ(j.size(), 2 + e.options.size()) << j.dump();
+    for (std::string_view f : e.options)
+      EXPECT_EQ(j[option_json(f)], option_value(*find_decoding_option(f), o)) << f;
+  }
+  EXPECT_EQ(find_strategy("nope"), nullptr);
+  // The first row the options select, in the registry's order: sample before beam.
+  o.sample = true;
+  o.beam = 2;
+  EXPECT_EQ(make_strategy(o)->name(), "sample");
+  o.sample = false;
+  EXPECT_EQ(make_strategy(o)->name(), "beam");
+  EXPECT_EQ(make_strategy(o)->describe(o)["length_penalty"], 0.6);
+  o.beam = 1;
+  EXPECT_EQ(make_strategy(o)->name(), "greedy");
+}
+
 TEST(InferOptions, ProblemNamesTheOptionInTheCallersSpelling) {
   GenerateOptions o;
   EXPECT_FALSE(o.problem([](std::string_view n) { return std::string(n); }));

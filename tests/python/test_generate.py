@@ -58,6 +58,13 @@ def test_compute_type_decodes_as_the_cli_does(cli, trained, tmp_path, compute_ty
         seqtape.Model.load(trained["run"], compute_type="int4")
 
 
+def test_a_single_string_is_a_list_of_one_for_the_list_options(model):
+    # The list-valued options come from the server's table of decoding options.
+    for field, value in [("stop", "好"), ("end", "好"), ("suppress", "好")]:
+        one = without_clock(model.generate(INPUTS, max_new=12, **{field: value}))
+        assert one == without_clock(model.generate(INPUTS, max_new=12, **{field: [value]})), field
+
+
 def test_batches_give_the_answers_of_one_batch(model):
     assert without_clock(model.generate(INPUTS, batch_size=3, max_new=8)) == \
         without_clock(model.generate(INPUTS, max_new=8))
