@@ -19,20 +19,6 @@ namespace {
 // Attention of several groups below this many FLOPs (scores and context) stays on one thread.
 constexpr double kParallelAttentionFlops = 131072.0;  // 2^17
 
-kernels::Act act_of(Activation a) {
-  switch (a) {
-    case Activation::Relu:
-      return kernels::Act::Relu;
-    case Activation::Gelu:
-      return kernels::Act::Gelu;
-    case Activation::Tanh:
-      return kernels::Act::Tanh;
-    case Activation::Swiglu:  // the gate's nonlinearity (feed_forward_block multiplies)
-      return kernels::Act::Silu;
-  }
-  return kernels::Act::Relu;
-}
-
 // The sublayer's input: LN(x) into `in` for pre-norm, else x itself.
 const float* sublayer_input(const BlockShape& d, const NormParams& norm, const float* x, int64_t N,
                             float* in) {
@@ -120,7 +106,7 @@ BlockShape BlockShape::of(const ModelConfig& cfg, MatrixLayout weights) {
 // The bias and activation of a product whose rows are summed alone.
 kernels::RowwiseEpilogue epilogue(const Tensor& b, std::optional<Activation> act) {
   const float* bias = b.defined() ? b.data<float>() : nullptr;
-  return {bias, act.has_value(), act ? act_of(*act) : kernels::Act{}};
+  return {bias, act.has_value(), act ? activation_row(*act).kernel : kernels::Act{}};
 }
 
 void linear(const float* x, int64_t N, const QuantMatrix& w, const Tensor& b, float* y,
@@ -151,14 +137,12 @@ void linear(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w,
   else
     kernels::gemm<float>(false, false, N, out, in, 1.f, x, in, w.data<float>(), out, 0.f, y, out);
   if (bias) kernels::add_row_bias<float>(y, bias, N, out);
-  if (act) kernels::activate<float>(y, y, N * out, act_of(*act));
+  if (act) kernels::activate<float>(y, y, N * out, activation_row(*act).kernel);
 }
 
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps) {
-  if (p.kind == NormKind::RmsNorm)
-    return kernels::rms_norm_rows<float>(x, p.gamma.data<float>(), y, nullptr, N, C, eps);
-  kernels::layer_norm_rows<float>(x, p.gamma.data<float>(), p.beta.data<float>(), y, nullptr,
-                                  nullptr, N, C, eps);
+  const float* beta = p.beta.defined() ? p.beta.data<float>() : nullptr;
+  norm_kind_row(p.kind).rows(x, p.gamma.data<float>(), beta, y, N, C, eps);
 }
 
 void attention_block(const BlockShape& d, const AttnParams& w, const NormParams& norm, float* x,
@@ -207,7 +191,7 @@ void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParam
                         int64_t N, const BlockScratch& s) {
   const float* a_in = sublayer_input(d, norm, x, N, s.in);
   project(a_in, N, d.C, d.F, w.w1, w.qw1, w.b1, s.hid, d.weights, d.activation);
-  if (d.activation == Activation::Swiglu) {  // hid = silu(x·W1 + b1) ⊙ (x·W3 + b3)
+  if (activation_row(d.activation).gated) {  // hid = act(x·W1 + b1) ⊙ (x·W3 + b3)
     thread_local std::vector<float> gate;    // grows to the largest call, then no allocation
     if (int64_t(gate.size()) < N * d.F) gate.resize(size_t(N * d.F));
     project(a_in, N, d.C, d.F, w.w3, w.qw3, w.b3, gate.data(), d.weights);

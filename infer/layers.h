@@ -81,7 +81,7 @@ void attention_block(const BlockShape& d, const AttnParams& w, const NormParams&
                      const BlockScratch& s, const AttentionObserver& observer);
 
 // x [N, C] ← x + FFN(x) with the same residual and norm placement; FFN = act(x·W1 + b1)·W2 + b2,
-// or SwiGLU's (silu(x·W1 + b1) ⊙ (x·W3 + b3))·W2 + b2.
+// or for a gated activation (act(x·W1 + b1) ⊙ (x·W3 + b3))·W2 + b2.
 void feed_forward_block(const BlockShape& d, const FfnParams& w, const NormParams& norm, float* x,
                         int64_t N, const BlockScratch& s);
 
@@ -105,7 +105,7 @@ void project(const float* x, int64_t N, int64_t in, int64_t out, const Tensor& w
              const QuantWeight& q, const Tensor& b, float* y, MatrixLayout layout,
              std::optional<Activation> act = std::nullopt);
 
-// y [N, C] = LN(x) with the norm's gamma and beta, or RMSNorm with its gamma (y may be x).
+// y [N, C] = the norm of x with its gamma (and beta), by its kind's kernel (y may be x).
 void layer_norm(const float* x, const NormParams& p, float* y, int64_t N, int64_t C, double eps);
 
 }  // namespace seqtape

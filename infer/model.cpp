@@ -75,11 +75,11 @@ NormParams take_norm(ParamTable& t, const std::string& parent, const std::string
                      const ModelConfig& c) {
   if (name.empty()) return {};
   const std::string p = dotted(parent, name);
-  const bool beta = c.norm_kind == NormKind::LayerNorm;
+  const bool beta = norm_kind_row(c.norm_kind).beta;
   return {t.get(dotted(p, pn::kGamma)), t.maybe(dotted(p, pn::kBeta), beta), c.norm_kind};
 }
 FfnParams take_ffn(ParamTable& t, const std::string& p, const ModelConfig& c) {
-  const bool gate = c.activation == Activation::Swiglu;
+  const bool gate = activation_row(c.activation).gated;
   return {t.get(dotted(p, pn::kW1)),         t.maybe(dotted(p, pn::kB1), c.ffn_bias),
           t.get(dotted(p, pn::kW2)),         t.maybe(dotted(p, pn::kB2), c.ffn_bias),
           t.maybe(dotted(p, pn::kW3), gate), t.maybe(dotted(p, pn::kB3), gate && c.ffn_bias),

@@ -52,7 +52,7 @@ struct AttnParams {
   QuantWeight qwq, qwk, qwv, qwo;  // MatrixLayout::Quantized: wq, wk, wv, wo as [out, in]
 };
 
-// gamma, beta [C] (no beta for RMSNorm); both undefined with norm placement none.
+// gamma, beta [C] (beta only for a kind that has one); both undefined with norm placement none.
 struct NormParams {
   Tensor gamma, beta;
   NormKind kind = NormKind::LayerNorm;
@@ -63,7 +63,7 @@ struct NormParams {
 // undefined without ffn_bias.
 struct FfnParams {
   Tensor w1, b1, w2, b2;
-  Tensor w3, b3;  // SwiGLU's gate: w3 [C, F] (packed as w1), b3 [F]; undefined otherwise
+  Tensor w3, b3;  // a gated activation's gate: w3 [C, F] (packed as w1), b3 [F]; else undefined
   QuantWeight qw1, qw2, qw3;  // MatrixLayout::Quantized: w1, w2, w3 as [out, in]
 };
 

@@ -58,7 +58,7 @@ std::vector<ParamSpec> sublayer_params(const ModelConfig& c, SublayerKind kind) 
     if (c.ffn_bias) p.push_back({pn::kB1, {F}});
     p.push_back({pn::kW2, {F, C}});
     if (c.ffn_bias) p.push_back({pn::kB2, {C}});
-    if (c.activation == Activation::Swiglu) {
+    if (activation_row(c.activation).gated) {
       p.push_back({pn::kW3, {C, F}});
       if (c.ffn_bias) p.push_back({pn::kB3, {F}});
     }
@@ -74,7 +74,7 @@ std::vector<ParamSpec> sublayer_params(const ModelConfig& c, SublayerKind kind) 
 
 std::vector<ParamSpec> norm_params(const ModelConfig& c) {
   if (c.norm == NormPlacement::None) return {};
-  if (c.norm_kind == NormKind::RmsNorm) return {{pn::kGamma, {c.d_model}}};
+  if (!norm_kind_row(c.norm_kind).beta) return {{pn::kGamma, {c.d_model}}};
   return {{pn::kGamma, {c.d_model}}, {pn::kBeta, {c.d_model}}};
 }
 

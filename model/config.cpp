@@ -13,57 +13,58 @@ namespace seqtape {
 
 namespace {
 
+// A value and its name; the norm kinds and activations are named by their rows (model/kinds.h).
+template <typename E>
+struct EnumRow {
+  E id;
+  const char* name;
+};
 template <typename E>
 struct EnumNames;
 template <>
 struct EnumNames<Arch> {
   static constexpr const char* what = "arch";
-  static constexpr std::pair<Arch, const char*> table[] = {{Arch::Seq2Seq, "seq2seq"},
-                                                           {Arch::DecoderOnly, "decoder_only"}};
+  static constexpr EnumRow<Arch> table[] = {{Arch::Seq2Seq, "seq2seq"},
+                                            {Arch::DecoderOnly, "decoder_only"}};
 };
 template <>
 struct EnumNames<Activation> {
   static constexpr const char* what = "activation";
-  static constexpr std::pair<Activation, const char*> table[] = {{Activation::Relu, "relu"},
-                                                                 {Activation::Gelu, "gelu"},
-                                                                 {Activation::Tanh, "tanh"},
-                                                                 {Activation::Swiglu, "swiglu"}};
+  static constexpr const auto& table = kActivations;
 };
 template <>
 struct EnumNames<NormPlacement> {
   static constexpr const char* what = "norm";
-  static constexpr std::pair<NormPlacement, const char*> table[] = {
+  static constexpr EnumRow<NormPlacement> table[] = {
       {NormPlacement::Post, "post"}, {NormPlacement::Pre, "pre"}, {NormPlacement::None, "none"}};
 };
 template <>
 struct EnumNames<NormKind> {
   static constexpr const char* what = "norm_kind";
-  static constexpr std::pair<NormKind, const char*> table[] = {{NormKind::LayerNorm, "layernorm"},
-                                                               {NormKind::RmsNorm, "rmsnorm"}};
+  static constexpr const auto& table = kNormKinds;
 };
 template <>
 struct EnumNames<PosEncoding> {
   static constexpr const char* what = "pos_encoding";
-  static constexpr std::pair<PosEncoding, const char*> table[] = {
-      {PosEncoding::Sinusoidal, "sinusoidal"},
-      {PosEncoding::Learned, "learned"},
-      {PosEncoding::None, "none"}};
+  static constexpr EnumRow<PosEncoding> table[] = {{PosEncoding::Sinusoidal, "sinusoidal"},
+                                                   {PosEncoding::Learned, "learned"},
+                                                   {PosEncoding::None, "none"}};
 };
 
 template <typename E>
 const char* enum_name(E e) {
-  for (const auto& [v, n] : EnumNames<E>::table)
-    if (v == e) return n;
+  for (const auto& r : EnumNames<E>::table)
+    if (r.id == e) return r.name;
   return "?";
 }
 
 template <typename E>
 E parse_enum(const std::string& s) {
   std::string known;
-  for (const auto& [v, n] : EnumNames<E>::table) {
-    if (s == n) return v;
+  for (const auto& r : EnumNames<E>::table) {
+    if (s == r.name) return r.id;
     known += known.empty() ? "" : ", ";
-    known += n;
+    known += r.name;
   }
   fail(std::string("ModelConfig.") + EnumNames<E>::what,
        "unknown value '" + s + "' (expected one of: " + known + ")");
@@ -165,7 +166,7 @@ ConfigField field(const char* key, const char* flag, const char* help, double lo
   using T = std::remove_cvref_t<decltype(std::declval<ModelConfig>().*M)>;
   ConfigField f{key, flag, help, kind_of<T>(), lo, hi, lo_open, hi_open};
   if constexpr (std::is_enum_v<T>)
-    for (const auto& [v, n] : EnumNames<T>::table) f.choices.emplace_back(n);
+    for (const auto& r : EnumNames<T>::table) f.choices.emplace_back(r.name);
   f.get = &get_member<M>;
   f.set = &set_member<M>;
   return f;
@@ -195,8 +196,7 @@ const std::vector<ConfigField>& config_fields() {
       field<&M::d_ff>("d_ff", "--ffn", "feed-forward width", 1, 4 * kMaxWidth),
       field<&M::activation>("activation", "--activation", "feed-forward activation"),
       field<&M::norm>("norm", "--norm", "LayerNorm placement"),
-      field<&M::norm_kind>("norm_kind", "--norm-kind",
-                           "the norm: layernorm, or rmsnorm (T5/LLaMA: no mean, no bias)"),
+      field<&M::norm_kind>("norm_kind", "--norm-kind", "the norm's kind"),
       field<&M::pos_encoding>("pos_encoding", "--pos", "positional encoding"),
       field<&M::pe_base>("pe_base", "--pe-base", "sinusoidal PE base (the reference uses 100)", 1,
                          1e12, true, false),

@@ -11,22 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "model/kinds.h"    // NormKind, Activation
 #include "tensor/tensor.h"  // Error
 
 namespace seqtape {
 
 enum class Arch { Seq2Seq, DecoderOnly };
-// Swiglu (LLaMA): the feed-forward is (silu(x·W1 + b1) ⊙ (x·W3 + b3))·W2 + b2, with W3 [C, F] a
-// third matrix (ffn.w3, ffn.b3) and F = d_ff the hidden width as for the others (LLaMA's
-// 2/3·4C is a d_ff to choose, not a rule applied here).
-enum class Activation { Relu, Gelu, Tanh, Swiglu };
 // Post = the reference's "Add & Norm": x = LN(x + Sub(x)). Pre: x = x + Sub(LN(x)) with a
 // final LayerNorm after each stack. None: x = x + Sub(x), no LayerNorm parameters at all.
 enum class NormPlacement { Post, Pre, None };
 enum class PosEncoding { Sinusoidal, Learned, None };
-// LayerNorm: (x − mean)/sqrt(var + eps)·γ + β. RmsNorm (T5, LLaMA): x/sqrt(mean(x²) + eps)·γ, no
-// mean and no β. Placed where NormPlacement says.
-enum class NormKind { LayerNorm, RmsNorm };
 
 const char* to_string(Arch a);
 const char* to_string(Activation a);

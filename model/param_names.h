@@ -12,7 +12,7 @@
 //   encoder.layers.N.self_attn.{wq,bq,wk,bk,wv,bv,wo,bo}   w [C, C], b [C] (b with attn_bias)
 //   encoder.layers.N.norm1.{gamma,beta}   [C], after self-attention (not with norm none)
 //   encoder.layers.N.ffn.{w1,b1,w2,b2}    w1 [C, F], b1 [F], w2 [F, C], b2 [C] (b with ffn_bias)
-//   encoder.layers.N.ffn.{w3,b3}          w3 [C, F], b3 [F]: SwiGLU only
+//   encoder.layers.N.ffn.{w3,b3}          w3 [C, F], b3 [F]: gated activations only
 //   encoder.layers.N.norm2.{gamma,beta}   after the FFN
 //   encoder.final_norm.{gamma,beta}       pre-norm only
 //   decoder.layers.N.self_attn.*, norm1, cross_attn.*, norm2, ffn.*, norm3
@@ -50,7 +50,7 @@ inline constexpr char kBeta[] = "beta";
 inline constexpr char kWq[] = "wq", kBq[] = "bq", kWk[] = "wk", kBk[] = "bk";
 inline constexpr char kWv[] = "wv", kBv[] = "bv", kWo[] = "wo", kBo[] = "bo";
 inline constexpr char kW1[] = "w1", kB1[] = "b1", kW2[] = "w2", kB2[] = "b2";
-inline constexpr char kW3[] = "w3", kB3[] = "b3";  // SwiGLU's gate
+inline constexpr char kW3[] = "w3", kB3[] = "b3";  // a gated activation's gate
 }  // namespace param_name
 
 // The LayerNorm after a layer's k-th residual sublayer (k from 1): "norm1", "norm2", "norm3".

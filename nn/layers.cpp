@@ -16,18 +16,74 @@ Var linear_transposed(const Var& x, const Var& w_t, const Var& b) {
   return affine(x, w_t, b, /*trans_w=*/true);  // [..., in] -> [..., out]
 }
 
+namespace {
+
+// Each norm kind's forward on the tape (model/kinds.h lists the kinds): alone, and after the
+// post-norm residual's add (one fused op where the kind has one).
+struct TapeNorm {
+  NormKind id;
+  Var (*forward)(const Var& x, const Var& gamma, const Var& beta, double eps);
+  Var (*forward_add)(const Var& x, const Var& res, const Var& gamma, const Var& beta, double eps);
+};
+constexpr TapeNorm kTapeNorms[] = {
+    {NormKind::LayerNorm,
+     [](const Var& x, const Var& g, const Var& b, double eps) { return layer_norm(x, g, b, eps); },
+     [](const Var& x, const Var& r, const Var& g, const Var& b, double eps) {
+       return add_layer_norm(x, r, g, b, eps);
+     }},
+    {NormKind::RmsNorm,
+     [](const Var& x, const Var& g, const Var&, double eps) { return rms_norm(x, g, eps); },
+     [](const Var& x, const Var& r, const Var& g, const Var&, double eps) {
+       return rms_norm(add(x, r), g, eps);
+     }},
+};
+
+// Each activation's op on the tape, and act(x·W + b) as one op where there is one (ReLU in the
+// product's epilogue: no pass of its own); a gated activation's op is its gate's nonlinearity.
+struct TapeActivation {
+  Activation id;
+  Var (*apply)(const Var& x);
+  Var (*affine)(const Var& x, const Var& w, const Var& b);  // null: apply(linear(x, w, b))
+};
+constexpr TapeActivation kTapeActivations[] = {
+    {Activation::Relu, [](const Var& x) { return relu(x); },
+     [](const Var& x, const Var& w, const Var& b) { return affine_relu(x, w, b); }},
+    {Activation::Gelu, [](const Var& x) { return gelu(x); }, nullptr},
+    {Activation::Tanh, [](const Var& x) { return tanh(x); }, nullptr},
+    {Activation::Swiglu, [](const Var& x) { return silu(x); }, nullptr},
+};
+
+// Every kind of model/kinds.h has its row here, at the same place.
+template <typename Row, size_t N, typename KindRow, size_t K>
+constexpr bool same_kinds(const Row (&rows)[N], const KindRow (&kinds)[K]) {
+  if (N != K) return false;
+  for (size_t i = 0; i < N; ++i)
+    if (rows[i].id != kinds[i].id) return false;
+  return true;
+}
+static_assert(same_kinds(kTapeNorms, kNormKinds), "kTapeNorms: one row per row of kNormKinds");
+static_assert(same_kinds(kTapeActivations, kActivations),
+              "kTapeActivations: one row per row of kActivations");
+
+const TapeNorm& tape_norm(NormKind k) {
+  norm_kind_row(k);  // a known kind, else an Error naming it
+  return kTapeNorms[static_cast<size_t>(k)];
+}
+
+const TapeActivation& tape_activation(Activation a) {
+  activation_row(a);
+  return kTapeActivations[static_cast<size_t>(a)];
+}
+
+}  // namespace
+
 Var activate(const Var& x, Activation act) {
-  switch (act) {
-    case Activation::Relu:
-      return relu(x);
-    case Activation::Gelu:
-      return gelu(x);
-    case Activation::Tanh:
-      return tanh(x);
-    case Activation::Swiglu:  // the gate's nonlinearity; FeedForward multiplies by x·W3 + b3
-      return silu(x);
-  }
-  fail("activate", "unknown activation");
+  return tape_activation(act).apply(x);
+}
+
+Var affine_activate(const Var& x, const Var& w, const Var& b, Activation act) {
+  const TapeActivation& t = tape_activation(act);
+  return t.affine ? t.affine(x, w, b) : t.apply(linear(x, w, b));
 }
 
 // ---- Linear -------------------------------------------------------------------------------
@@ -91,18 +147,16 @@ Var PositionalEncoding::forward(int64_t T) const {
 
 LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype, NormKind kind) : eps_(eps), kind_(kind) {
   gamma_ = register_parameter(pn::kGamma, {dim}, dtype, ParamInit::ones());  // [C]
-  if (kind == NormKind::LayerNorm)
+  if (norm_kind_row(kind).beta)
     beta_ = register_parameter(pn::kBeta, {dim}, dtype, ParamInit::zeros());  // [C]
 }
 
 Var LayerNorm::forward(const Var& x) const {
-  if (kind_ == NormKind::RmsNorm) return rms_norm(x, gamma_, eps_);
-  return layer_norm(x, gamma_, beta_, eps_);
+  return tape_norm(kind_).forward(x, gamma_, beta_, eps_);
 }
 
 Var LayerNorm::forward_add(const Var& x, const Var& res) const {
-  if (kind_ == NormKind::RmsNorm) return rms_norm(add(x, res), gamma_, eps_);
-  return add_layer_norm(x, res, gamma_, beta_, eps_);
+  return tape_norm(kind_).forward_add(x, res, gamma_, beta_, eps_);
 }
 
 // ---- FeedForward --------------------------------------------------------------------------
@@ -115,7 +169,7 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, Activation act, bool bias,
   w2_ =
       register_parameter(pn::kW2, {hidden, dim}, dtype, ParamInit::xavier(hidden, dim));  // [F, C]
   if (bias) b2_ = register_parameter(pn::kB2, {dim}, dtype, ParamInit::zeros());          // [C]
-  if (act == Activation::Swiglu) {
+  if (activation_row(act).gated) {
     w3_ = register_parameter(pn::kW3, {dim, hidden}, dtype,
                              ParamInit::xavier(dim, hidden));                          // [C, F]
     if (bias) b3_ = register_parameter(pn::kB3, {hidden}, dtype, ParamInit::zeros());  // [F]
@@ -123,11 +177,9 @@ FeedForward::FeedForward(int64_t dim, int64_t hidden, Activation act, bool bias,
 }
 
 Var FeedForward::forward(const Var& x) const {
-  // ReLU fused into the first product (affine_relu: one node, no pass of its own)
-  Var h = act_ == Activation::Relu ? affine_relu(x, w1_, b1_)
-                                   : activate(linear(x, w1_, b1_), act_);  // [..., F]
-  if (act_ == Activation::Swiglu) h = mul(h, linear(x, w3_, b3_));         // [..., F]
-  return linear(h, w2_, b2_);                                              // [..., C]
+  Var h = affine_activate(x, w1_, b1_, act_);          // [..., F]
+  if (w3_.defined()) h = mul(h, linear(x, w3_, b3_));  // [..., F], gated
+  return linear(h, w2_, b2_);                          // [..., C]
 }
 
 }  // namespace seqtape

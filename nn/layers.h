@@ -31,7 +31,10 @@ Var linear(const Var& x, const Var& w, const Var& b);
 // y = x·Wᵀ + b for a weight stored [out, in] (the tied output projection).
 Var linear_transposed(const Var& x, const Var& w_t, const Var& b);
 
+// The activation's op (model/kinds.h; a gated one's nonlinearity), and act(x·W + b) with W
+// [in, out], fused where the kind has a fused op.
 Var activate(const Var& x, Activation act);
+Var affine_activate(const Var& x, const Var& w, const Var& b, Activation act);
 
 class Linear : public Module {
  public:
@@ -77,10 +80,10 @@ class PositionalEncoding : public Module {
   Var table_;  // constant (sinusoidal) or parameter (learned)
 };
 
-// The configured norm: LayerNorm, or RMSNorm (kind RmsNorm: no mean, no beta).
+// The configured norm, of any kind of model/kinds.h (LayerNorm by default).
 class LayerNorm : public Module {
  public:
-  // `gamma` [C] = 1, `beta` [C] = 0 (LayerNorm only)
+  // `gamma` [C] = 1, and `beta` [C] = 0 when the kind has one
   LayerNorm(int64_t dim, double eps, DType dtype, NormKind kind = NormKind::LayerNorm);
   Var forward(const Var& x) const;  // [..., C] -> [..., C]
   // LN(x + res) as one fused op (the post-norm residual); [..., C], [..., C] -> [..., C]
@@ -93,16 +96,17 @@ class LayerNorm : public Module {
   NormKind kind_;
 };
 
-// w2·act(w1·x + b1) + b2, i.e. y = act(x·w1 + b1)·w2 + b2 in the [in, out] layout; SwiGLU:
-// y = (silu(x·w1 + b1) ⊙ (x·w3 + b3))·w2 + b2.
+// w2·act(w1·x + b1) + b2, i.e. y = act(x·w1 + b1)·w2 + b2 in the [in, out] layout; a gated
+// activation: y = (act(x·w1 + b1) ⊙ (x·w3 + b3))·w2 + b2.
 class FeedForward : public Module {
  public:
-  // `w1` [C, F], `b1` [F], `w2` [F, C], `b2` [C] (biases only if bias)
+  // `w1` [C, F], `b1` [F], `w2` [F, C], `b2` [C], then gated: `w3` [C, F], `b3` [F] (biases
+  // only if bias)
   FeedForward(int64_t dim, int64_t hidden, Activation act, bool bias, DType dtype);
   Var forward(const Var& x) const;  // [..., C] -> [..., C]
 
  private:
-  Var w1_, b1_, w2_, b2_, w3_, b3_;  // w3, b3: SwiGLU only
+  Var w1_, b1_, w2_, b2_, w3_, b3_;  // w3, b3: gated activations only
   Activation act_;
 };
 

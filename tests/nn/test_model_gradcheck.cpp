@@ -48,26 +48,35 @@ TEST(ModelGradcheck, VariantsGeluTanhLearnedTiedNoNorm) {
   expect_all_pass(b, 1 + 4 + 2 + 2 + 2 + 2 + 2);
 }
 
-// RMSNorm: one gamma per norm (no beta), in the fused post-norm residual and in pre-norm with
-// the final norms.
-TEST(ModelGradcheck, RmsNormPostAndPre) {
-  ModelConfig a = tiny(Arch::Seq2Seq, NormPlacement::Post);
-  a.norm_kind = NormKind::RmsNorm;
-  expect_all_pass(a, 45 - 5);  // five norms without beta
-  ModelConfig b = tiny(Arch::DecoderOnly, NormPlacement::Pre);
-  b.norm_kind = NormKind::RmsNorm;
-  expect_all_pass(b, 19 + 2 - 3);  // a final norm; three norms without beta
+// Every norm kind of model/kinds.h, in the fused post-norm residual and in pre-norm with the
+// final norms: a kind without beta has one parameter less per norm.
+TEST(ModelGradcheck, EveryNormKind) {
+  for (const NormKindRow& k : kNormKinds) {
+    SCOPED_TRACE(k.name);
+    const size_t no_beta = k.beta ? 0 : 1;
+    ModelConfig a = tiny(Arch::Seq2Seq, NormPlacement::Post);
+    a.norm_kind = k.id;
+    expect_all_pass(a, 45 - 5 * no_beta);  // five norms
+    ModelConfig b = tiny(Arch::DecoderOnly, NormPlacement::Pre);
+    b.norm_kind = k.id;
+    expect_all_pass(b, 19 + 2 - 3 * no_beta);  // a final norm; three norms
+  }
 }
 
-// SwiGLU: w3 (and b3 with ffn_bias) in every feed-forward.
-TEST(ModelGradcheck, SwiGlu) {
-  ModelConfig a = tiny(Arch::Seq2Seq, NormPlacement::Post);
-  a.activation = Activation::Swiglu;
-  expect_all_pass(a, 45 + 4);  // w3 and b3 in two feed-forwards
-  ModelConfig b = tiny(Arch::DecoderOnly, NormPlacement::Post);
-  b.activation = Activation::Swiglu;
-  b.ffn_bias = false;
-  expect_all_pass(b, 19 - 2 + 1);  // w1, w2, w3 without biases
+// Every activation of model/kinds.h: a gated one has w3 (and b3 with ffn_bias) in every
+// feed-forward.
+TEST(ModelGradcheck, EveryActivation) {
+  for (const ActivationRow& k : kActivations) {
+    SCOPED_TRACE(k.name);
+    const size_t gated = k.gated ? 1 : 0;
+    ModelConfig a = tiny(Arch::Seq2Seq, NormPlacement::Post);
+    a.activation = k.id;
+    expect_all_pass(a, 45 + 2 * 2 * gated);  // w3 and b3 in two feed-forwards
+    ModelConfig b = tiny(Arch::DecoderOnly, NormPlacement::Post);
+    b.activation = k.id;
+    b.ffn_bias = false;
+    expect_all_pass(b, 19 - 2 + gated);  // w1, w2 (and w3) without biases
+  }
 }
 
 // The checker must catch a wrong gradient: a loss term that reads a weight outside the tape

@@ -18,6 +18,7 @@
 #include "autograd/ops.h"
 #include "infer/export.h"
 #include "infer/load.h"
+#include "infer/quant_io.h"
 #include "infer/search.h"
 #include "io/checkpoint.h"
 #include "train/evaluate.h"
@@ -144,6 +145,52 @@ TEST_P(ModelKinds, CachedUncachedTrainingGreedyAndExportAgree) {
     EXPECT_EQ(cached[i].tokens, uncached[i].tokens) << v.name << " input " << i;
     EXPECT_LT(cached[i].max_abs_delta, 1e-4) << v.name << " input " << i;
     EXPECT_EQ(from_export[i].tokens, cached[i].tokens) << v.name << " input " << i;
+  }
+  fs::remove_all(out);
+}
+
+// A quantized export (int8, bf16) decodes the tokens and scores of its checkpoint under the same
+// --compute-type: every matrix the compute type quantizes, a gated activation's w3 included, is
+// stored quantized as that type quantizes it.
+TEST_P(ModelKinds, QuantizedExportDecodesAsTheCheckpointUnderItsComputeType) {
+  const Variant v = variants()[GetParam()];
+  const fs::path out = temp_dir(std::string("quant_") + v.name);
+  const TrainReport r = train_variant(v, out, 40);
+  for (ComputeType t : {ComputeType::Int8, ComputeType::Bf16}) {
+    const std::string what = std::string(v.name) + " " + to_string(t);
+    std::optional<InferenceModel> want;
+    try {
+      want.emplace(load_model(r.checkpoint, WeightLayout::Decode, t));
+    } catch (const Error& e) {  // a CPU without the type's units refuses it
+      std::printf("%s: skipped (%s)\n", what.c_str(), e.what());
+      continue;
+    }
+    const fs::path dir = out / (std::string("export_") + to_string(t));
+    export_checkpoint(r.checkpoint, dir.string(), t);
+    // The files hold every matrix as the type stores it, the gates too: none as float32 (the
+    // loader would quantize one, so decoding alone does not tell).
+    const ModelFiles files = read_model_files(dir.string());
+    for (const NamedTensor& p : files.params)
+      EXPECT_FALSE(is_quantized_matrix(p.name)) << what << ": " << p.name << " stored as float32";
+    size_t gates = 0;
+    for (const auto& [name, q] : files.quantized) gates += name.ends_with(".ffn.w3") ? 1 : 0;
+    const bool gated = activation_row(files.cfg.activation).gated;
+    EXPECT_EQ(gates, gated ? size_t(files.cfg.n_encoder_layers + files.cfg.n_decoder_layers) : 0)
+        << what;
+    const InferenceModel got = load_model(dir.string());
+    ASSERT_EQ(got.compute_type(), t) << what;
+    const std::vector<std::vector<int32_t>> in = {encode_input(got, got.codec(), "abca"),
+                                                  encode_input(got, got.codec(), "cb")};
+    for (int beam : {1, 3}) {
+      GenerateOptions o;
+      o.max_new = 8;
+      o.beam = beam;
+      const auto a = generate(got, in, o), b = generate(*want, in, o);
+      for (size_t i = 0; i < in.size(); ++i) {
+        EXPECT_EQ(a[i].tokens, b[i].tokens) << what << " beam " << beam << " input " << i;
+        EXPECT_EQ(a[i].score, b[i].score) << what << " beam " << beam << " input " << i;
+      }
+    }
   }
   fs::remove_all(out);
 }
