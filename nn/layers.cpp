@@ -100,9 +100,10 @@ Var LayerNorm::forward(const Var& x) const {
   return layer_norm(x, gamma_, beta_, eps_);
 }
 
-Var LayerNorm::forward_add(const Var& x, const Var& res) const {
-  if (kind_ == NormKind::RmsNorm) return rms_norm(add(x, res), gamma_, eps_);
-  return add_layer_norm(x, res, gamma_, beta_, eps_);
+Var LayerNorm::forward_add(const Var& x, const Var& res, double dropout_p, Rng* rng) const {
+  if (kind_ == NormKind::RmsNorm)
+    return rms_norm(add_dropout(x, res, dropout_p, rng), gamma_, eps_);
+  return add_layer_norm(x, res, gamma_, beta_, eps_, dropout_p, rng);
 }
 
 // ---- FeedForward --------------------------------------------------------------------------
