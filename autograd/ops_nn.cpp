@@ -24,6 +24,27 @@ Mask Mask::causal(int64_t t) {
   return m;
 }
 
+namespace {
+// d[ids[i]] += g[i] for every row i, split over the pool by blocks of 16 columns (a cache line of
+// floats, so no two threads write one line): each column still adds its rows in increasing i,
+// so a repeated id's sum has the same bits on any number of threads.
+template <typename T>
+void embedding_backward(const T* g, const std::vector<int32_t>& ids, int64_t c, T* d) {
+  constexpr int64_t kCols = 16;
+  const auto n = static_cast<int64_t>(ids.size());
+  const int64_t blocks = (c + kCols - 1) / kCols;
+  kernels::parallel_range(blocks, double(n * kCols) * kernels::kCostSimple,
+                          [&](int64_t b0, int64_t b1) {
+                            const int64_t j0 = b0 * kCols, j1 = std::min(c, b1 * kCols);
+                            for (int64_t i = 0; i < n; ++i) {
+                              T* row = d + ids[size_t(i)] * c;
+                              const T* gr = g + i * c;
+                              for (int64_t j = j0; j < j1; ++j) row[j] += gr[j];
+                            }
+                          });
+}
+}  // namespace
+
 Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& ids_shape) {
   profile::Scope prof_("embedding", profile::Phase::Forward);
   detail::check_defined(weight, "embedding");
@@ -45,21 +66,18 @@ Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& i
     using T = decltype(tag);
     const T* w = weight.value().data<T>();
     T* q = out.data<T>();
-    for (size_t i = 0; i < ids.size(); ++i)
-      std::copy_n(w + ids[i] * c, c, q + static_cast<int64_t>(i) * c);
+    const auto n = static_cast<int64_t>(ids.size());
+    kernels::parallel_range(n, double(c) * kernels::kCostSimple, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) std::copy_n(w + ids[size_t(i)] * c, c, q + i * c);
+    });
   });
   // dW[id] += g[row] for every use: a repeated id receives the sum
   return make_result("embedding", std::move(out), wants_grad({&weight}),
                      [wi = weight.shared(), ids, c](VarImpl& o) {
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
-                         const T* g = o.grad.data<T>();
-                         T* d = detail::GradWriter<T>::accumulate(*wi).d;
-                         for (size_t i = 0; i < ids.size(); ++i) {
-                           T* row = d + ids[i] * c;
-                           const T* gr = g + static_cast<int64_t>(i) * c;
-                           for (int64_t j = 0; j < c; ++j) row[j] += gr[j];
-                         }
+                         embedding_backward<T>(o.grad.data<T>(), ids, c,
+                                               detail::GradWriter<T>::accumulate(*wi).d);
                        });
                      });
 }
