@@ -213,6 +213,31 @@ std::vector<OpCheck> op_checks(uint64_t seed) {
   add_case("add_layer_norm", "one x[3,5] as both inputs, γ[5] β[5]",
            [](const std::vector<Var>& v) { return add_layer_norm(v[0], v[0], v[1], v[2]); },
            {rand_t(rng, {3, 5}, -2, 2), rand_t(rng, {5}, 0.5, 1.5), rand_t(rng, {5})});
+  add_case("add_layer_norm", "x[3,37] + dropout(r[3,37], 0.3) seeded, γ[37] β[37]",
+           [](const std::vector<Var>& v) {
+             Rng r(5);  // the same mask on every call, as the numeric differences need
+             return add_layer_norm(v[0], v[1], v[2], v[3], 1e-5, 0.3, &r);
+           },
+           {rand_t(rng, {3, 37}, -2, 2), rand_t(rng, {3, 37}, -2, 2), rand_t(rng, {37}, 0.5, 1.5),
+            rand_t(rng, {37})});
+  add_case("add_layer_norm", "one x[3,5] + dropout(x, 0.5) seeded, γ[5] β[5]",
+           [](const std::vector<Var>& v) {
+             Rng r(8);
+             return add_layer_norm(v[0], v[0], v[1], v[2], 1e-5, 0.5, &r);
+           },
+           {rand_t(rng, {3, 5}, -2, 2), rand_t(rng, {5}, 0.5, 1.5), rand_t(rng, {5})});
+  add_case("add_dropout", "x[3,37] + dropout(y[3,37], 0.3) seeded",
+           [](const std::vector<Var>& v) {
+             Rng r(6);
+             return add_dropout(v[0], v[1], 0.3, &r);
+           },
+           {rand_t(rng, {3, 37}), rand_t(rng, {3, 37})});
+  add_case("add_dropout", "one x[4,5] + dropout(x, 0.5) seeded",
+           [](const std::vector<Var>& v) {
+             Rng r(9);
+             return add_dropout(v[0], v[0], 0.5, &r);
+           },
+           {rand_t(rng, {4, 5})});
   add_case("dropout", "[3,37] p=0.5 seeded: a Philox chunk boundary inside",
            [](const std::vector<Var>& v) {
              Rng r(3);

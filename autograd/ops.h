@@ -119,16 +119,21 @@ Var softmax(const Var& a);
 Var log_softmax(const Var& a);
 // Fused: (x - mean)·rstd·gamma + beta over the last axis; saves mean and rstd.
 Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps = 1e-5);
-// Fused residual + LayerNorm: layer_norm(x + res, gamma, beta, eps) in one node (the post-norm
-// sublayer's LN(x + f(x))); saves the sum, mean and rstd, and writes the sum's gradient
-// straight into both inputs.
 // RMSNorm over the last axis: x·γ / sqrt(mean(x²) + eps), γ [C] (no mean, no bias).
 Var rms_norm(const Var& x, const Var& gamma, double eps = 1e-5);
+// Fused residual + LayerNorm: layer_norm(x + res, gamma, beta, eps) in one node (the post-norm
+// sublayer's LN(x + f(x))); saves the sum, mean and rstd, and writes the sum's gradient
+// straight into both inputs. With dropout_p > 0, res goes through dropout(·, p, true, *rng)
+// first, with the very mask that op would draw (one draw from rng keys it), applied in the same
+// pass as the add and regenerated in the backward.
 Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta,
-                   double eps = 1e-5);
+                   double eps = 1e-5, double dropout_p = 0.0, Rng* rng = nullptr);
 // Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p). Identity
 // when !training or p == 0.
 Var dropout(const Var& a, double p, bool training, Rng& rng);
+// x + dropout(y, p, true, *rng) in one node (a residual add of a dropped sublayer output), with
+// the very mask and bits of the two ops; add(x, y) when p == 0. x and y have one shape.
+Var add_dropout(const Var& x, const Var& y, double p, Rng* rng);
 
 // ---- attention ---------------------------------------------------------------------------
 // Multi-head scaled dot-product attention fused into one node: per batch b and head h,

@@ -23,11 +23,7 @@ struct AttnDims {
 };
 
 // Dropout on the probabilities: kept ones scaled by keep_scale = 1/(1-p); off when p is 0.
-struct AttnDropout {
-  philox::DropoutMask mask;
-  double keep_scale = 1.0;
-  bool on = false;
-};
+using AttnDropout = detail::FusedDropout;
 
 // The mask's element strides over [B, H, Tq, Tk] (0 along broadcast axes).
 struct MaskView {
@@ -187,14 +183,6 @@ AttnDims attention_dims(const Var& q, const Var& k, const Var& v, int64_t heads)
   return d;
 }
 
-AttnDropout attention_dropout(double p, Rng* rng) {
-  const char* op = "attention";
-  detail::check_dropout_p(p, op);
-  if (p == 0.0) return {};
-  if (!rng) fail(op, "dropout " + std::to_string(p) + " needs a random generator");
-  return {philox::DropoutMask::make(p, rng->next_u64()), 1.0 / (1.0 - p), true};
-}
-
 }  // namespace
 
 Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mask* mask,
@@ -202,7 +190,7 @@ Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mas
   profile::Scope prof_("attention", profile::Phase::Forward);
   const AttnDims d = attention_dims(q, k, v, heads);
   const MaskView mv = mask_view(mask, d);
-  const AttnDropout dr = attention_dropout(dropout_p, rng);
+  const AttnDropout dr = detail::fused_dropout(dropout_p, rng, "attention");
   Tensor out = Tensor::empty(q.shape(), q.dtype());                 // [B, Tq, C]
   Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, q.dtype());  // [B, H, Tq, Tk]
   dispatch(q.dtype(), [&](auto tag) {

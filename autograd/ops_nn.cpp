@@ -1,7 +1,8 @@
-// Ops for networks: embedding, masked_fill, softmax, log_softmax, layer_norm, dropout,
+// Ops for networks: embedding, masked_fill, softmax, log_softmax, layer_norm, dropout, add_dropout,
 // cross_entropy.
 //
 // Dimension key: R rows (every axis but the last, flattened), C the last axis, V vocabulary.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -22,6 +23,27 @@ Mask Mask::causal(int64_t t) {
     for (int64_t j = i + 1; j < t; ++j) m.data[static_cast<size_t>(i * t + j)] = 1;
   return m;
 }
+
+namespace {
+// d[ids[i]] += g[i] for every row i, split over the pool by blocks of 16 columns (a cache line of
+// floats, so no two threads write one line): each column still adds its rows in increasing i,
+// so a repeated id's sum has the same bits on any number of threads.
+template <typename T>
+void embedding_backward(const T* g, const std::vector<int32_t>& ids, int64_t c, T* d) {
+  constexpr int64_t kCols = 16;
+  const auto n = static_cast<int64_t>(ids.size());
+  const int64_t blocks = (c + kCols - 1) / kCols;
+  kernels::parallel_range(blocks, double(n * kCols) * kernels::kCostSimple,
+                          [&](int64_t b0, int64_t b1) {
+                            const int64_t j0 = b0 * kCols, j1 = std::min(c, b1 * kCols);
+                            for (int64_t i = 0; i < n; ++i) {
+                              T* row = d + ids[size_t(i)] * c;
+                              const T* gr = g + i * c;
+                              for (int64_t j = j0; j < j1; ++j) row[j] += gr[j];
+                            }
+                          });
+}
+}  // namespace
 
 Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& ids_shape) {
   profile::Scope prof_("embedding", profile::Phase::Forward);
@@ -44,21 +66,18 @@ Var embedding(const Var& weight, const std::vector<int32_t>& ids, const Shape& i
     using T = decltype(tag);
     const T* w = weight.value().data<T>();
     T* q = out.data<T>();
-    for (size_t i = 0; i < ids.size(); ++i)
-      std::copy_n(w + ids[i] * c, c, q + static_cast<int64_t>(i) * c);
+    const auto n = static_cast<int64_t>(ids.size());
+    kernels::parallel_range(n, double(c) * kernels::kCostSimple, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) std::copy_n(w + ids[size_t(i)] * c, c, q + i * c);
+    });
   });
   // dW[id] += g[row] for every use: a repeated id receives the sum
   return make_result("embedding", std::move(out), wants_grad({&weight}),
                      [wi = weight.shared(), ids, c](VarImpl& o) {
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
-                         const T* g = o.grad.data<T>();
-                         T* d = detail::GradWriter<T>::accumulate(*wi).d;
-                         for (size_t i = 0; i < ids.size(); ++i) {
-                           T* row = d + ids[i] * c;
-                           const T* gr = g + static_cast<int64_t>(i) * c;
-                           for (int64_t j = 0; j < c; ++j) row[j] += gr[j];
-                         }
+                         embedding_backward<T>(o.grad.data<T>(), ids, c,
+                                               detail::GradWriter<T>::accumulate(*wi).d);
                        });
                      });
 }
@@ -209,14 +228,17 @@ void add_layer_norm_param_terms(T* __restrict pdg, T* __restrict pdb, const T* _
 // One pass over the rows for all of them: dγ and dβ are summed in fixed blocks of rows
 // (kernels::rows_with_column_sums), so that x and g, no longer in cache since the forward, are
 // read once (the column sums' own pass cost as much as the dx pass at the medium model's shapes).
+// With drop2 on, the second input went through that dropout: dx2 gets ds·keep/(1-p).
 template <typename T>
 void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, const T* rs, int64_t r,
                          int64_t c, const detail::GradWriter<T>& dx1,
-                         const detail::GradWriter<T>& dx2, T* dg, T* db) {
+                         const detail::GradWriter<T>& dx2, T* dg, T* db,
+                         const detail::FusedDropout& drop2 = {}) {
   const bool dx = dx1.d || dx2.d;
   if (!dx && !dg && !db) return;
   T* const sums[2] = {dg, db};
-  const double cost = double(c) * (dx ? 6 : 3) * kernels::kCostSimple;
+  const double cost =
+      double(c) * ((dx ? 6 : 3) * kernels::kCostSimple + (drop2.on ? detail::kCostDropout : 0));
   kernels::rows_with_column_sums(r, c, cost, sums, [&](int64_t i, T* part) {
     const T* xr = px + i * c;
     const T* gr = g + i * c;
@@ -235,7 +257,11 @@ void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, cons
       return s * (gr[j] * pg[j] - m1 - xh * m2);
     };
     if (dx1.d) dx1.write(i * c, (i + 1) * c, v);
-    if (dx2.d) dx2.write(i * c, (i + 1) * c, v);
+    if (dx2.d && drop2.on)
+      drop2.mask.write_grad<T>(i * c, (i + 1) * c, static_cast<T>(drop2.keep_scale), v, dx2.d,
+                               dx2.fresh);
+    else if (dx2.d)
+      dx2.write(i * c, (i + 1) * c, v);
   });
 }
 
@@ -318,27 +344,52 @@ Var layer_norm(const Var& x, const Var& gamma, const Var& beta, double eps) {
       });
 }
 
-Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta, double eps) {
+namespace {
+// kernels::add_layer_norm_rows over a + drop(b): each row's sum is made (the bits of dropout's
+// apply, then the add) just before the row is normalized, while it is still in L1.
+template <typename T>
+void add_dropped_layer_norm_rows(const T* a, const T* b, const detail::FusedDropout& drop, T* sum,
+                                 const T* gamma, const T* beta, T* y, T* mean, T* rstd, int64_t r,
+                                 int64_t c, double eps) {
+  const double cost = double(c) * (5 * kernels::kCostSimple + detail::kCostDropout);
+  kernels::parallel_range(r, cost, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0; i < r1; ++i) {
+      drop.mask.add_apply<T>(i * c, (i + 1) * c, static_cast<T>(drop.keep_scale), a, b, sum);
+      kernels::layer_norm_rows<T>(sum + i * c, gamma, beta, y + i * c, mean + i, rstd + i, 1, c,
+                                  eps);
+    }
+  });
+}
+}  // namespace
+
+Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta, double eps,
+                   double dropout_p, Rng* rng) {
   profile::Scope prof_("add_layer_norm", profile::Phase::Forward);
   const int64_t c = check_layer_norm(x, gamma, beta, "add_layer_norm");
   detail::check_same_dtype(x, res, "add_layer_norm");
   if (res.shape() != x.shape())
     fail("add_layer_norm", "residual " + shape_str(res.shape()) + " and input " +
                                shape_str(x.shape()) + " must have the same shape");
+  const detail::FusedDropout drop = detail::fused_dropout(dropout_p, rng, "add_layer_norm");
   const int64_t r = c ? x.numel() / c : 0;
   Tensor sum = Tensor::empty(x.shape(), x.dtype());  // x + res, kept for the backward
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   Tensor mean = Tensor::empty({r}, x.dtype()), rstd = Tensor::empty({r}, x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    kernels::add_layer_norm_rows<T>(x.value().data<T>(), res.value().data<T>(), sum.data<T>(),
-                                    gamma.value().data<T>(), beta.value().data<T>(), out.data<T>(),
-                                    mean.data<T>(), rstd.data<T>(), r, c, eps);
+    if (drop.on)
+      add_dropped_layer_norm_rows<T>(x.value().data<T>(), res.value().data<T>(), drop,
+                                     sum.data<T>(), gamma.value().data<T>(), beta.value().data<T>(),
+                                     out.data<T>(), mean.data<T>(), rstd.data<T>(), r, c, eps);
+    else
+      kernels::add_layer_norm_rows<T>(x.value().data<T>(), res.value().data<T>(), sum.data<T>(),
+                                      gamma.value().data<T>(), beta.value().data<T>(),
+                                      out.data<T>(), mean.data<T>(), rstd.data<T>(), r, c, eps);
   });
-  // as layer_norm over s = x + res, with ds written to both dx and dres
+  // as layer_norm over s = x + drop(res), with ds written to dx and ds·keep/(1-p) to dres
   return make_result("add_layer_norm", std::move(out), wants_grad({&x, &res, &gamma, &beta}),
                      [xi = x.shared(), ri = res.shared(), gi = gamma.shared(), bi = beta.shared(),
-                      sum, mean, rstd, r, c](VarImpl& o) {
+                      sum, mean, rstd, r, c, drop](VarImpl& o) {
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const auto dx = detail::GradWriter<T>::of(*xi);
@@ -346,7 +397,7 @@ Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& be
                          layer_norm_backward<T>(sum.data<T>(), gi->value.data<T>(),
                                                 o.grad.data<T>(), mean.data<T>(), rstd.data<T>(), r,
                                                 c, dx, dr, detail::GradWriter<T>::accumulate(*gi).d,
-                                                detail::GradWriter<T>::accumulate(*bi).d);
+                                                detail::GradWriter<T>::accumulate(*bi).d, drop);
                        });
                      });
 }
@@ -356,6 +407,15 @@ void check_dropout_p(double p, const char* op) {
   if (!(p >= 0.0 && p < 1.0))
     fail(op, "dropout probability " + std::to_string(p) + " is not in [0, 1)");
 }
+
+FusedDropout fused_dropout(double p, Rng* rng, const char* op) {
+  check_dropout_p(p, op);
+  if (p == 0.0) return {};
+  if (!rng) fail(op, "dropout " + std::to_string(p) + " needs a random generator");
+  // One draw per call keys the whole mask: the run's Rng (saved in checkpoints) still decides
+  // every bit, and the backward regenerates the mask instead of keeping it.
+  return {philox::DropoutMask::make(p, rng->next_u64()), 1.0 / (1.0 - p), true};
+}
 }  // namespace detail
 
 Var dropout(const Var& a, double p, bool training, Rng& rng) {
@@ -363,10 +423,9 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
   detail::check_defined(a, "dropout");
   detail::check_dropout_p(p, "dropout");
   if (!training || p == 0.0) return a;
-  // One draw per call keys the whole mask: the run's Rng (saved in checkpoints) still decides
-  // every bit, and the backward regenerates the mask instead of keeping it.
-  const auto mask = philox::DropoutMask::make(p, rng.next_u64());
-  const double scale = 1.0 / (1.0 - p);
+  const detail::FusedDropout drop = detail::fused_dropout(p, &rng, "dropout");
+  const philox::DropoutMask mask = drop.mask;
+  const double scale = drop.keep_scale;
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -386,6 +445,45 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
                          kernels::parallel_range(
                              o.value.numel(), detail::kCostDropout, [&](int64_t i0, int64_t i1) {
                                mask.apply_add<T>(i0, i1, static_cast<T>(scale), g, d);
+                             });
+                       });
+                     });
+}
+
+Var add_dropout(const Var& x, const Var& y, double p, Rng* rng) {
+  const detail::FusedDropout drop = detail::fused_dropout(p, rng, "add_dropout");
+  if (!drop.on) return add(x, y);
+  profile::Scope prof_("add_dropout", profile::Phase::Forward);
+  detail::check_same_dtype(x, y, "add_dropout");
+  if (x.shape() != y.shape())
+    fail("add_dropout", "input " + shape_str(x.shape()) + " and dropped input " +
+                            shape_str(y.shape()) + " must have the same shape");
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T *a = x.value().data<T>(), *b = y.value().data<T>();
+    T* q = out.data<T>();
+    kernels::parallel_range(
+        x.numel(), kernels::kCostSimple + detail::kCostDropout, [&](int64_t i0, int64_t i1) {
+          drop.mask.add_apply<T>(i0, i1, static_cast<T>(drop.keep_scale), a, b, q);
+        });
+  });
+  // dx += g;  dy += g·keep/(1-p), keep regenerated from the key
+  return make_result("add_dropout", std::move(out), wants_grad({&x, &y}),
+                     [xi = x.shared(), yi = y.shared(), drop](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* g = o.grad.data<T>();
+                         const auto dx = detail::GradWriter<T>::of(*xi);
+                         const auto dy = detail::GradWriter<T>::of(*yi);
+                         const auto gv = [g](int64_t i) { return g[i]; };
+                         kernels::parallel_range(
+                             o.value.numel(), 2 * kernels::kCostSimple + detail::kCostDropout,
+                             [&](int64_t i0, int64_t i1) {
+                               if (dx.d) dx.write(i0, i1, gv);
+                               if (dy.d)
+                                 drop.mask.write_grad<T>(i0, i1, static_cast<T>(drop.keep_scale),
+                                                         gv, dy.d, dy.fresh);
                              });
                        });
                      });

@@ -33,6 +33,15 @@ void check_finite_result(const Tensor& t, const char* op);
 void check_dropout_p(double p, const char* op);
 // parallel_range's cost of one element of a dropout mask pass (a Philox word and a select).
 inline constexpr double kCostDropout = 4.0 * 0.25;
+// Inverted dropout fused into an op: the mask, keyed by one draw from the run's generator (as
+// dropout's own), and the kept elements' scale 1/(1-p); off (and nothing drawn) when p is 0.
+struct FusedDropout {
+  philox::DropoutMask mask;
+  double keep_scale = 1.0;
+  bool on = false;
+};
+// Checks p for op; a p > 0 without a generator is an error naming op.
+FusedDropout fused_dropout(double p, Rng* rng, const char* op);
 
 // Wraps an op's output; if `grad` is set, records `backward` on the current tape. The
 // closure receives the output's VarImpl (whose grad is the upstream gradient). An op whose

@@ -23,18 +23,20 @@ namespace {
 struct TapeNorm {
   NormKind id;
   Var (*forward)(const Var& x, const Var& gamma, const Var& beta, double eps);
-  Var (*forward_add)(const Var& x, const Var& res, const Var& gamma, const Var& beta, double eps);
+  // norm(dropout(x) + res): the residual's dropout fused into the add (dropout_p 0: none).
+  Var (*forward_add)(const Var& x, const Var& res, const Var& gamma, const Var& beta, double eps,
+                     double dropout_p, Rng* rng);
 };
 constexpr TapeNorm kTapeNorms[] = {
     {NormKind::LayerNorm,
      [](const Var& x, const Var& g, const Var& b, double eps) { return layer_norm(x, g, b, eps); },
-     [](const Var& x, const Var& r, const Var& g, const Var& b, double eps) {
-       return add_layer_norm(x, r, g, b, eps);
+     [](const Var& x, const Var& r, const Var& g, const Var& b, double eps, double p, Rng* rng) {
+       return add_layer_norm(x, r, g, b, eps, p, rng);
      }},
     {NormKind::RmsNorm,
      [](const Var& x, const Var& g, const Var&, double eps) { return rms_norm(x, g, eps); },
-     [](const Var& x, const Var& r, const Var& g, const Var&, double eps) {
-       return rms_norm(add(x, r), g, eps);
+     [](const Var& x, const Var& r, const Var& g, const Var&, double eps, double p, Rng* rng) {
+       return rms_norm(add_dropout(x, r, p, rng), g, eps);
      }},
 };
 
@@ -155,8 +157,8 @@ Var LayerNorm::forward(const Var& x) const {
   return tape_norm(kind_).forward(x, gamma_, beta_, eps_);
 }
 
-Var LayerNorm::forward_add(const Var& x, const Var& res) const {
-  return tape_norm(kind_).forward_add(x, res, gamma_, beta_, eps_);
+Var LayerNorm::forward_add(const Var& x, const Var& res, double dropout_p, Rng* rng) const {
+  return tape_norm(kind_).forward_add(x, res, gamma_, beta_, eps_, dropout_p, rng);
 }
 
 // ---- FeedForward --------------------------------------------------------------------------

@@ -86,8 +86,9 @@ class LayerNorm : public Module {
   // `gamma` [C] = 1, and `beta` [C] = 0 when the kind has one
   LayerNorm(int64_t dim, double eps, DType dtype, NormKind kind = NormKind::LayerNorm);
   Var forward(const Var& x) const;  // [..., C] -> [..., C]
-  // LN(x + res) as one fused op (the post-norm residual); [..., C], [..., C] -> [..., C]
-  Var forward_add(const Var& x, const Var& res) const;
+  // LN(x + dropout(res, dropout_p)) as one fused op (the post-norm residual; rng keys the mask
+  // when dropout_p > 0); [..., C], [..., C] -> [..., C]
+  Var forward_add(const Var& x, const Var& res, double dropout_p = 0.0, Rng* rng = nullptr) const;
 
  private:
   Var gamma_;

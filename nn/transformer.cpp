@@ -21,14 +21,14 @@ std::unique_ptr<LayerNorm> make_norm(const ModelConfig& cfg, DType dtype) {
 
 // One residual sublayer in the configured placement:
 //   post: LN(x + drop(f(x)))   pre: x + drop(f(LN(x)))   none: x + drop(f(x))
+// The dropout is fused into the add (one node, one pass), with the mask dropout would draw.
 template <typename F>
 Var residual(const Var& x, NormPlacement placement, const LayerNorm* norm, double p, bool training,
              Rng& rng, F&& f) {
-  if (placement == NormPlacement::Pre)
-    return add(x, dropout(f(norm->forward(x)), p, training, rng));
-  if (placement == NormPlacement::Post)
-    return norm->forward_add(x, dropout(f(x), p, training, rng));  // one fused node
-  return add(x, dropout(f(x), p, training, rng));
+  const double pd = training ? p : 0.0;
+  if (placement == NormPlacement::Pre) return add_dropout(x, f(norm->forward(x)), pd, &rng);
+  if (placement == NormPlacement::Post) return norm->forward_add(x, f(x), pd, &rng);
+  return add_dropout(x, f(x), pd, &rng);
 }
 
 }  // namespace

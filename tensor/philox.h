@@ -87,6 +87,37 @@ struct DropoutMask {
       }
     });
   }
+  // out[i] = a[i] + (kept ? b[i]·scale : 0) over [i0, i1) (out may be a or b): a residual add of
+  // the dropped b, with the bits of apply followed by an add.
+  template <typename T>
+  void add_apply(int64_t i0, int64_t i1, T scale, const T* a, const T* b, T* out) const {
+    for_each_chunk(i0, i1, [&](int64_t s, int64_t n, const uint32_t* w) {
+      const uint32_t t = threshold;
+      const T sc = scale;
+      const T* as = a + s;
+      const T* bs = b + s;
+      T* os = out + s;
+      for (int64_t j = 0; j < n; ++j) {
+        os[j] = as[j] + bs[j] * (sc * static_cast<T>(w[j] >= t));
+      }
+    });
+  }
+  // The gradient of a dropped input from the gradient v(i) of its dropped value, over [i0, i1):
+  // d[i] += kept ? v(i)·scale : 0, or, when fresh (d uninitialized), d[i] = 0 + that: the zero
+  // turns −0 into +0 as apply_add into a zeroed gradient would, so the bits are those of the
+  // unfused dropout's backward.
+  template <typename T, typename V>
+  void write_grad(int64_t i0, int64_t i1, T scale, V&& v, T* d, bool fresh) const {
+    for_each_chunk(i0, i1, [&](int64_t s, int64_t n, const uint32_t* w) {
+      const uint32_t t = threshold;
+      const T sc = scale;
+      T* ds = d + s;
+      if (fresh)
+        for (int64_t j = 0; j < n; ++j) ds[j] = T(0) + v(s + j) * (sc * static_cast<T>(w[j] >= t));
+      else
+        for (int64_t j = 0; j < n; ++j) ds[j] += v(s + j) * (sc * static_cast<T>(w[j] >= t));
+    });
+  }
 };
 
 }  // namespace seqtape::philox

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -73,6 +74,51 @@ TEST(DropoutOp, FusedAttentionDropsAsTheUnfusedGraph) {
   const std::vector<double> again = run(true);
   EXPECT_EQ(fused, again);         // same seed, same bits
   EXPECT_NE(fused, run(true, 0));  // and the dropout did drop something
+}
+
+// The residual dropout fused into the add (add_dropout) and into the post-norm add_layer_norm
+// gives the bits of the unfused ops seeded alike, in float32: output and every gradient, over
+// rows that cross Philox's chunks (C = 37).
+TEST(DropoutOp, FusedResidualDropsAsTheUnfusedOps) {
+  const int64_t R = 7, C = 37;
+  auto make = [](uint64_t seed, int64_t n) {
+    Rng r(seed);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& e : v) e = static_cast<float>(r.normal());
+    return v;
+  };
+  auto run = [&](bool norm, bool fused, double p) {
+    Tape::current().clear();
+    Var x(Tensor::from(make(1, R * C), {R, C}), true),
+        y(Tensor::from(make(2, R * C), {R, C}), true);
+    Var g(Tensor::from(make(3, C), {C}), true), b(Tensor::from(make(4, C), {C}), true);
+    const Var w(Tensor::from(make(5, R * C), {R, C}), false);
+    Rng r(77);
+    Var out;
+    if (norm)
+      out = fused ? add_layer_norm(x, y, g, b, 1e-5, p, &r)
+                  : add_layer_norm(x, dropout(y, p, true, r), g, b);
+    else
+      out = fused ? add_dropout(x, y, p, &r) : add(x, dropout(y, p, true, r));
+    Tape::current().backward(sum(mul(out, w)));
+    std::vector<float> all;
+    for (const Tensor* t : {&out.value(), &x.grad(), &y.grad()})
+      all.insert(all.end(), t->data<float>(), t->data<float>() + t->numel());
+    if (norm)
+      for (const Tensor* t : {&g.grad(), &b.grad()})
+        all.insert(all.end(), t->data<float>(), t->data<float>() + t->numel());
+    Tape::current().clear();
+    return all;
+  };
+  for (bool norm : {false, true}) {
+    const std::vector<float> fused = run(norm, true, 0.3), plain = run(norm, false, 0.3);
+    ASSERT_EQ(fused.size(), plain.size());
+    for (size_t i = 0; i < fused.size(); ++i)
+      ASSERT_EQ(std::memcmp(&fused[i], &plain[i], sizeof(float)), 0)
+          << (norm ? "add_layer_norm" : "add_dropout") << " element " << i << ": " << fused[i]
+          << " vs " << plain[i];
+    EXPECT_NE(fused, run(norm, true, 0.0));  // the dropout did drop something
+  }
 }
 
 }  // namespace

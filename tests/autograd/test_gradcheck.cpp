@@ -44,12 +44,16 @@ TEST(Gradcheck, CatchesAWrongGradient) {
 TEST(Gradcheck, CoversEveryOpOfTheIssue) {
   std::set<std::string> ops;
   for (const auto& c : op_checks()) ops.insert(c.op);
-  for (const char* want :
-       {"matmul",  "add",          "sub",         "mul",       "div",         "neg",
-        "exp",     "log",          "sqrt",        "tanh",      "relu",        "gelu",
-        "sum",     "mean",         "reshape",     "transpose", "permute",     "concat",
-        "slice",   "embedding",    "masked_fill", "softmax",   "log_softmax", "layer_norm",
-        "dropout", "cross_entropy"})
+  for (const char* want : {"matmul",     "add",           "sub",
+                           "mul",        "div",           "neg",
+                           "exp",        "log",           "sqrt",
+                           "tanh",       "relu",          "gelu",
+                           "sum",        "mean",          "reshape",
+                           "transpose",  "permute",       "concat",
+                           "slice",      "embedding",     "masked_fill",
+                           "softmax",    "log_softmax",   "layer_norm",
+                           "dropout",    "cross_entropy", "add_layer_norm",
+                           "add_dropout"})
     EXPECT_TRUE(ops.count(want)) << "no gradient check for " << want;
 }
 

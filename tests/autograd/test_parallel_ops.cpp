@@ -1,9 +1,10 @@
 // The non-BLAS ops split over the pool's threads when big enough (kernels::parallel_range): the
 // same bits on 1 and 2 threads, forward and backward, for the row-split ops (layer norm, fused
-// residual + layer norm, softmax, log-softmax, cross-entropy, attention's softmax), attention's
+// residual + layer norm with and without dropout, softmax, log-softmax, cross-entropy,
+// attention's softmax, the embedding's rows), the fused residual dropout, attention's
 // head products (kernels::gemm_small_batched: each head on one thread), the
-// elementwise ops and activations, and the sums over rows split by columns (bias gradients) or
-// into fixed blocks (layer norm's dγ and dβ, sum_squares).
+// elementwise ops and activations, and the sums over rows split by columns (bias gradients, the
+// embedding's gradient) or into fixed blocks (layer norm's dγ and dβ, sum_squares).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,13 +33,19 @@ Tensor randn(Shape s, uint64_t seed) {
 std::vector<float> run_graph() {
   Tape::current().clear();
   Var x(randn({R, C}, 1), true), res(randn({R, C}, 2), true), gamma(randn({C}, 3), true),
-      beta(randn({C}, 4), true), w(randn({C, C}, 5), true), b(randn({C}, 6), true);
+      beta(randn({C}, 4), true), w(randn({C, C}, 5), true), b(randn({C}, 6), true),
+      emb(randn({61, C}, 8), true);
   const Var wt(randn({R, C}, 7), false);
-  Var h = add_layer_norm(x, res, gamma, beta);
+  Rng drop(9);
+  // rows of an embedding, a repeated id among them (its gradient rows summed, split by columns)
+  std::vector<int32_t> ids(static_cast<size_t>(R));
+  for (int64_t i = 0; i < R; ++i) ids[size_t(i)] = int32_t(i * 7 % 61);
+  Var e = embedding(emb, ids, {R});
+  // residual dropout fused into the adds
+  Var h = add_layer_norm(add_dropout(x, e, 0.1, &drop), res, gamma, beta, 1e-5, 0.1, &drop);
   Var a = affine(h, w, b);                // bias: a sum over rows, split by columns
   Var t = mul(add(gelu(a), b), tanh(x));  // broadcast bias, same-shape product
   Var ln = layer_norm(sub(t, exp(mul(h, 0.1))), gamma, beta);
-  Rng drop(9);
   Var dr = dropout(ln, 0.1, true, drop);
   auto heads = [](const Var& v) { return reshape(v, {B, T, C}); };
   const Mask causal = Mask::causal(T);
@@ -52,7 +59,7 @@ std::vector<float> run_graph() {
                  add(sum(mul(reshape(att, {R, C}), wt)), cross_entropy(relu(ln), targets, ce)));
   Tape::current().backward(loss);
   std::vector<float> out{loss.value().data<float>()[0]};
-  for (const Var* v : {&x, &res, &gamma, &beta, &w, &b}) {
+  for (const Var* v : {&x, &res, &gamma, &beta, &w, &b, &emb}) {
     const float* g = v->grad().data<float>();
     out.insert(out.end(), g, g + v->numel());
   }
@@ -68,6 +75,7 @@ TEST(ParallelOps, TheSizesHereAreSplitOnTwoThreads) {
   kernels::gemm_nt_rowwise_set_threads(2);
   EXPECT_GT(kernels::parallel_range_chunks(R, C * kernels::kCostSimple), 1);  // bias-like rows
   EXPECT_GT(kernels::parallel_range_chunks(C, R * kernels::kCostSimple), 1);  // column sums
+  EXPECT_GT(kernels::parallel_range_chunks(C / 16, R * 16 * kernels::kCostSimple), 1);  // dW_emb
   EXPECT_GT(kernels::parallel_range_chunks(B * H * T, T * kernels::kCostTranscendental), 1);
   EXPECT_TRUE(kernels::gemm_small_takes(T, T, C / H));  // attention's heads, B·H of them
   EXPECT_GT(kernels::parallel_range_chunks(B * H, T * T * (C / H) / 16 * kernels::kCostSimple), 1);
