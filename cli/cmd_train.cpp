@@ -261,23 +261,29 @@ void check_train_outputs(const TrainOptions& o) {
     check_not_an_input({"--out", (fs::path(o.out_dir) / name).string()}, inputs);
 }
 
+// No model given at all and a time budget: the data and the time choose the model and the
+// training settings the user left out (train/auto_defaults.h).
+AutoFill auto_fill_of(const TrainArgs& a, const TrainOptions& o) {
+  AutoFill f;
+  if (a.preset_o->count() || !a.config_file.empty() || a.model_flags.any_given() ||
+      o.time_limit <= 0 || o.steps != 0 || o.epochs != 0)
+    return f;
+  auto given = [&](const char* flag) { return a.app->count(flag) > 0; };
+  f.model = true;
+  f.batch = !given("--batch") && !given("--batch-tokens");
+  f.label_smoothing = !given("--label-smoothing");
+  f.warmup = !given("--warmup");
+  f.schedule = a.schedule == "auto";
+  return f;
+}
+
 int run_train(TrainArgs& a) {
   TrainOptions o = a.o;
   if (!a.time_limit.empty()) o.time_limit = parse_duration(a.time_limit);
   check_training_flags(o, a.weight_decay);
   o.model = build_config(a);
   o.model_vocab_size_given = a.o.model_vocab_size_given;
-  // No model given at all and a time budget: the data and the time choose the model and the
-  // training settings the user left out (train/auto_defaults.h).
-  if (!a.preset_o->count() && a.config_file.empty() && !a.model_flags.any_given() &&
-      o.time_limit > 0 && o.steps == 0 && o.epochs == 0) {
-    auto given = [&](const char* flag) { return a.app->count(flag) > 0; };
-    o.auto_fill.model = true;
-    o.auto_fill.batch = !given("--batch") && !given("--batch-tokens");
-    o.auto_fill.label_smoothing = !given("--label-smoothing");
-    o.auto_fill.warmup = !given("--warmup");
-    o.auto_fill.schedule = a.schedule == "auto";
-  }
+  o.auto_fill = auto_fill_of(a, o);
   try {
     o.optim.kind = find_optimizer(a.optimizer).name;
   } catch (const Error& e) {
