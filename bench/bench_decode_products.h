@@ -1,6 +1,6 @@
 #pragma once
-// bench_decode's product rows (issue 41: "our own kernel or oneDNN's int8 matmul, whichever is
-// faster, measured"): one decode step's products at the medium model's shapes, at batch 1 and
+// bench_decode's product rows, which decide between our own kernels and oneDNN's int8 and bf16
+// matmul by measurement: one decode step's products at the medium model's shapes, at batch 1 and
 // 32, through infer/quant's kernels (quant_linear, float rows in and out) and through oneDNN
 // 2.6's matmul over the same quantized values:
 //   int8 onednn u8s8: the rows quantized as quant_linear quantizes them, shifted by +128 to u8
