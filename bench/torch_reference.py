@@ -243,8 +243,30 @@ def lr_at(a, step, fraction):
     return base
 
 
+def make_adam(model, lr):
+    """seqtape's Adam (train/optim.h): betas (0.9, 0.98), eps 1e-9."""
+    return torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), eps=1e-9)
+
+
+def train_step(model, opt, src, src_len, dec, dec_len, labels, label_smoothing, clip,
+               bf16=False):
+    """One optimizer step: forward, mean cross-entropy over the labels that are not -100,
+    backward, global-norm clipping (clip > 0), Adam. bf16: the forward and the loss under CPU
+    autocast to bfloat16 (PyTorch's mixed precision: float32 weights, gradients and optimizer)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        logits = model(src, src_len, dec, dec_len)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                               ignore_index=-100, label_smoothing=label_smoothing)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+    return loss
+
+
 def train(model, examples, codec, a):
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
+    opt = make_adam(model, a.lr)
     rng = random.Random(a.seed)
     torch.manual_seed(a.seed)
     model.train()
@@ -262,15 +284,9 @@ def train(model, examples, codec, a):
             rows = [examples[i] for i in ids]
             src, dec = pad([r[0] for r in rows], codec.pad), pad([r[1] for r in rows], codec.pad)
             labels = pad([r[2] for r in rows], -100)
-            logits = model(src, torch.tensor([len(r[0]) for r in rows]), dec,
-                           torch.tensor([len(r[1]) for r in rows]))
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                   ignore_index=-100, label_smoothing=a.label_smoothing)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if a.clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
-            opt.step()
+            loss = train_step(model, opt, src, torch.tensor([len(r[0]) for r in rows]), dec,
+                              torch.tensor([len(r[1]) for r in rows]), labels,
+                              a.label_smoothing, a.clip)
             tokens += int((labels != -100).sum())
             last = time.monotonic() - t0
             if step % 100 == 0:
