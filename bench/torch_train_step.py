@@ -236,6 +236,9 @@ def parse_args():
     for path, what in ((a.seqtape, "--seqtape"), (a.bench_train, "--bench-train")):
         if path is not None and not os.access(path, os.X_OK):
             ap.error(f"{what} {path}: not an executable file (build it first)")
+    # Checked now, not after minutes of timing.
+    if a.json is not None and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+        ap.error(f"--json {a.json}: its directory does not exist")
     return a
 
 
