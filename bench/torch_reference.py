@@ -6,7 +6,7 @@ It starts from a seqtape export (`seqtape train ... --steps 0`, then `seqtape ex
 architecture, the initial weights and the vocabulary are the same by construction, and it writes
 the trained weights back in the same safetensors layout, so that `seqtape eval` decodes and
 scores both models with the same beam search and the same metrics. `--check N` greedy-decodes N
-sources in PyTorch and prints them, for bench/g2p_vs_torch.sh to compare with seqtape's own
+sources in PyTorch and prints them, for bench/vs_torch.sh to compare with seqtape's own
 decoding of the written weights (the proof that the two forward passes agree).
 
 What it mirrors (see nn/transformer.cpp, train/dataset.cpp, train/optim.cpp):
