@@ -152,7 +152,126 @@ void lanes(uint64_t first_block, uint32_t k0, uint32_t k1, uint32_t* out) {
   lanes_portable(first_block, k0, k1, out);
 }
 
+// Keep bits of 64·n_words words at w (word j kept when w[j] >= t), into out.
+void keep_bits_portable(const uint32_t* w, int64_t n_words, uint32_t t, uint64_t* out) {
+  for (int64_t u = 0; u < n_words; ++u) {
+    uint64_t b = 0;
+    for (int j = 0; j < 64; ++j) b |= uint64_t(w[64 * u + j] >= t) << j;
+    out[u] = b;
+  }
+}
+
+template <typename T>
+void expand_portable(const uint64_t* bits, int64_t n_words, T scale, T* out) {
+  for (int64_t u = 0; u < n_words; ++u)
+    for (int j = 0; j < 64; ++j) out[64 * u + j] = (bits[u] >> j) & 1 ? scale : T(0);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void keep_bits_avx2(const uint32_t* w, int64_t n_words, uint32_t t,
+                                                    uint64_t* out) {
+  // No unsigned compare in AVX2: w >= t is (w ^ sign) > ((t - 1) ^ sign) signed, for t > 0.
+  if (t == 0) {
+    for (int64_t u = 0; u < n_words; ++u) out[u] = ~uint64_t(0);
+    return;
+  }
+  const __m256i sign = _mm256_set1_epi32(int(0x80000000u));
+  const __m256i tm = _mm256_set1_epi32(int((t - 1) ^ 0x80000000u));
+  for (int64_t u = 0; u < n_words; ++u) {
+    uint64_t b = 0;
+    for (int g = 0; g < 8; ++g) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 64 * u + 8 * g));
+      const __m256i gt = _mm256_cmpgt_epi32(_mm256_xor_si256(x, sign), tm);
+      b |= uint64_t(uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(gt)))) << (8 * g);
+    }
+    out[u] = b;
+  }
+}
+
+// Each byte of the bits becomes eight lanes: broadcast, isolate one bit per lane, compare.
+__attribute__((target("avx2"))) void expand_avx2(const uint64_t* bits, int64_t n_words, float scale,
+                                                 float* out) {
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int64_t u = 0; u < n_words; ++u)
+    for (int g = 0; g < 8; ++g) {
+      const __m256i b = _mm256_set1_epi32(int((bits[u] >> (8 * g)) & 0xFF));
+      const __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(b, lane_bit), lane_bit);
+      _mm256_storeu_ps(out + 64 * u + 8 * g, _mm256_and_ps(_mm256_castsi256_ps(on), s));
+    }
+}
+
+__attribute__((target("avx512f"))) void keep_bits_avx512(const uint32_t* w, int64_t n_words,
+                                                         uint32_t t, uint64_t* out) {
+  const __m512i tv = _mm512_set1_epi32(int(t));
+  for (int64_t u = 0; u < n_words; ++u) {
+    uint64_t b = 0;
+    for (int g = 0; g < 4; ++g)
+      b |= uint64_t(_mm512_cmpge_epu32_mask(_mm512_loadu_si512(w + 64 * u + 16 * g), tv))
+           << (16 * g);
+    out[u] = b;
+  }
+}
+
+__attribute__((target("avx512f"))) void expand_avx512(const uint64_t* bits, int64_t n_words,
+                                                      float scale, float* out) {
+  const __m512 s = _mm512_set1_ps(scale);
+  for (int64_t u = 0; u < n_words; ++u)
+    for (int g = 0; g < 4; ++g)
+      _mm512_storeu_ps(out + 64 * u + 16 * g,
+                       _mm512_maskz_mov_ps(__mmask16(bits[u] >> (16 * g)), s));
+}
+
+__attribute__((target("avx512f"))) void expand_avx512(const uint64_t* bits, int64_t n_words,
+                                                      double scale, double* out) {
+  const __m512d s = _mm512_set1_pd(scale);
+  for (int64_t u = 0; u < n_words; ++u)
+    for (int g = 0; g < 8; ++g)
+      _mm512_storeu_pd(out + 64 * u + 8 * g, _mm512_maskz_mov_pd(__mmask8(bits[u] >> (8 * g)), s));
+}
+#endif
+
 }  // namespace
+
+void DropoutMask::bits(uint64_t first_word, int64_t n_words, uint64_t* out) const {
+  constexpr int64_t kWordsPerChunk = kChunk / 64;
+  alignas(64) uint32_t w[kChunk];
+  for (int64_t u = 0; u < n_words; u += kWordsPerChunk) {
+    const int64_t n = std::min(kWordsPerChunk, n_words - u);
+    words(16 * (first_word + uint64_t(u)), 16 * n, w);  // 64 words are 16 blocks
+#if defined(__x86_64__)
+    if (kernels::cpu_path() == kernels::CpuPath::Avx512) {
+      keep_bits_avx512(w, n, threshold, out + u);
+      continue;
+    }
+    if (kernels::cpu_path() == kernels::CpuPath::Avx2) {
+      keep_bits_avx2(w, n, threshold, out + u);
+      continue;
+    }
+#endif
+    keep_bits_portable(w, n, threshold, out + u);
+  }
+}
+
+void expand_keep(const uint64_t* bits, int64_t first_word, int64_t n_words, float scale,
+                 float* out) {
+#if defined(__x86_64__)
+  if (kernels::cpu_path() == kernels::CpuPath::Avx512)
+    return expand_avx512(bits + first_word, n_words, scale, out);
+  if (kernels::cpu_path() == kernels::CpuPath::Avx2)
+    return expand_avx2(bits + first_word, n_words, scale, out);
+#endif
+  expand_portable(bits + first_word, n_words, scale, out);
+}
+
+void expand_keep(const uint64_t* bits, int64_t first_word, int64_t n_words, double scale,
+                 double* out) {
+#if defined(__x86_64__)
+  if (kernels::cpu_path() == kernels::CpuPath::Avx512)
+    return expand_avx512(bits + first_word, n_words, scale, out);
+#endif
+  expand_portable(bits + first_word, n_words, scale, out);
+}
 
 void DropoutMask::words(uint64_t first_block, int64_t blocks, uint32_t* out) const {
   const uint32_t k0 = uint32_t(key), k1 = uint32_t(key >> 32);

@@ -38,6 +38,44 @@ TEST(Philox, VectorLanesGiveTheReferenceBlocks) {
   }
 }
 
+// The keep bits of a mask: n elements' bits (DropoutMask::bits over whole words of 64).
+std::vector<uint64_t> keep_bits(const DropoutMask& m, int64_t n) {
+  std::vector<uint64_t> bits(size_t(DropoutMask::bit_words(n)));
+  m.bits(0, int64_t(bits.size()), bits.data());
+  return bits;
+}
+
+// Element i's bit is its Philox word against the threshold (word i mod 4 of block i / 4), on
+// this CPU's path, from a first word that is not the first.
+TEST(Philox, KeepBitsAreTheWordsAgainstTheThreshold) {
+  for (double p : {0.1, 0.5, 0.9}) {
+    const DropoutMask m = DropoutMask::make(p, 0xfeedull);
+    const uint64_t first = 5;
+    std::vector<uint64_t> bits(9);
+    m.bits(first, 9, bits.data());
+    for (int64_t i = 0; i < 64 * 9; ++i) {
+      const uint64_t e = 64 * first + uint64_t(i);
+      const Block w = philox::block4x32_10({uint32_t(e / 4), 0, 0, 0}, 0xfeedu, 0);
+      ASSERT_EQ((bits[size_t(i / 64)] >> (i % 64)) & 1, uint64_t(w[e % 4] >= m.threshold))
+          << "p " << p << " element " << e;
+    }
+  }
+}
+
+// The keep factors are the scale where a bit is set and 0 where not, from any first word.
+TEST(Philox, KeepFactorsFollowTheBits) {
+  const std::vector<uint64_t> bits = {0x8000000000000001ull, 0x0123456789abcdefull, ~0ull, 0};
+  std::vector<float> f(3 * 64);
+  std::vector<double> d(3 * 64);
+  philox::expand_keep(bits.data(), 1, 3, 1.25f, f.data());
+  philox::expand_keep(bits.data(), 1, 3, 2.5, d.data());
+  for (size_t i = 0; i < f.size(); ++i) {
+    const bool kept = (bits[1 + i / 64] >> (i % 64)) & 1;
+    ASSERT_EQ(f[i], kept ? 1.25f : 0.0f) << "element " << i;
+    ASSERT_EQ(d[i], kept ? 2.5 : 0.0) << "element " << i;
+  }
+}
+
 // The keep rate is 1 - p to within 5 standard deviations over 2^20 elements, for several p and
 // fixed keys (deterministic: these keys pass, and a biased threshold or word would not).
 TEST(Philox, DropoutKeepsOneMinusPOfTheElements) {
@@ -45,23 +83,26 @@ TEST(Philox, DropoutKeepsOneMinusPOfTheElements) {
   for (double p : {0.1, 0.3, 0.5}) {
     const DropoutMask m = DropoutMask::make(p, 0x5eed0000ull + uint64_t(p * 100));
     int64_t kept = 0;
-    m.for_each_chunk(0, n, [&](int64_t, int64_t cnt, const uint32_t* w) {
-      for (int64_t j = 0; j < cnt; ++j) kept += w[j] >= m.threshold;
-    });
+    for (uint64_t b : keep_bits(m, n)) kept += __builtin_popcountll(b);
     const double sd = std::sqrt(p * (1 - p) / double(n));
     EXPECT_NEAR(double(kept) / double(n), 1 - p, 5 * sd) << "p " << p;
   }
 }
 
-// Any chunking of [0, n) sees the same words (threads split the ranges anywhere).
+// Any chunking of [0, n) reads the same bits (threads split the ranges anywhere), and the
+// product is x·scale where kept, 0 where not.
 TEST(Philox, ChunksAnywhereGiveTheSameMask) {
   const DropoutMask m = DropoutMask::make(0.5, 99);
   const int64_t n = 1000;
+  const std::vector<uint64_t> bits = keep_bits(m, n);
+  const philox::KeepBits keep{bits.data()};
   std::vector<float> x(size_t(n), 1.0f), whole(x.size()), pieces(x.size());
-  m.apply<float>(0, n, 2.0f, x.data(), whole.data());
+  keep.apply<float>(0, n, 2.0f, x.data(), whole.data());
   for (int64_t i0 = 0; i0 < n; i0 += 7)
-    m.apply<float>(i0, std::min(n, i0 + 7), 2.0f, x.data(), pieces.data());
+    keep.apply<float>(i0, std::min(n, i0 + 7), 2.0f, x.data(), pieces.data());
   EXPECT_EQ(whole, pieces);
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(whole[size_t(i)], (bits[size_t(i / 64)] >> (i % 64)) & 1 ? 2.0f : 0.0f) << i;
 }
 
 }  // namespace
