@@ -1,7 +1,7 @@
 #pragma once
 // Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel random numbers: as easy as 1, 2, 3",
 // SC 2011): a counter-based generator, four 32-bit words from a 128-bit counter and a 64-bit
-// key in ten rounds of multiplies and xors. Any element's random word is a pure function of
+// key in ten rounds of multiplies and xors. Any element's random half-word is a pure function of
 // (key, index), so a dropout mask needs no sequential draws: its bits are made on any thread, in
 // any chunking. Made once, as one keep bit per element (DropoutMask::bits), they are what the
 // forward and the backward read: a word costs several times the memory pass that applies it.
@@ -29,24 +29,23 @@ inline Block block4x32_10(Block c, uint32_t k0, uint32_t k1) {
   return c;
 }
 
-// Inverted dropout's mask, as a function: element i is kept when its 32-bit word is at least
-// `threshold` (= round(p·2³²), so P(keep) = 1 − p to within 2⁻³²). Element i is word i mod 4 of
-// the block whose counter is i / 4 (64 bits over the first two counter words).
+// Inverted dropout's mask, as a function: element i is kept when its 16-bit half-word is at least
+// `threshold` (= round(p·2¹⁶), so P(keep) = 1 − p to within 2⁻¹⁷; a half-word rather than a whole
+// one makes each Philox block serve eight elements, and the words are the cost). Element i =
+// 64u + 32h + 4l + q takes half q mod 2 (the low one first) of word 2h + q / 2 of the block whose
+// counter is 8u + l (64 bits over the first two counter words): each 64-bit word u of bits comes
+// from eight consecutive blocks, in the order the vector lanes make them.
 struct DropoutMask {
-  static constexpr int64_t kChunk = 256;  // words made at once, on the stack
-
   uint64_t key = 0;
-  uint32_t threshold = 0;
+  uint16_t threshold = 0;
 
   static DropoutMask make(double p, uint64_t key) {
-    const double t = std::round(p * 4294967296.0);
-    return {key, t >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<uint32_t>(t)};
+    const double t = std::round(p * 65536.0);
+    return {key, t >= 65535.0 ? uint16_t(65535) : static_cast<uint16_t>(t)};
   }
-  // The words of `blocks` consecutive blocks from first_block: 4·blocks words into out.
-  void words(uint64_t first_block, int64_t blocks, uint32_t* out) const;
-
-  // The words as keep bits: bit j of out[u] is element 64·(first_word + u) + j's, for u <
-  // n_words. The forward makes them once and keeps them; its passes and the backward's read them.
+  // The keep bits of elements [64·first_word, 64·(first_word + n_words)): bit j of out[u] is
+  // element 64·(first_word + u) + j's. The forward makes them once and keeps them; its passes
+  // and the backward's read them.
   void bits(uint64_t first_word, int64_t n_words, uint64_t* out) const;
   static int64_t bit_words(int64_t n) { return (n + 63) / 64; }
 };
