@@ -34,7 +34,7 @@ void check_dropout_p(double p, const char* op);
 // parallel_range's cost of one element of a pass that reads a dropout mask's keep bits (a keep
 // factor expanded, and a product).
 inline constexpr double kCostDropout = 2.0 * 0.25;
-// ... and of one element's Philox word and keep bit, made once per mask (fused_dropout).
+// ... and of one element's Philox half-word and keep bit, made once per mask (fused_dropout).
 inline constexpr double kCostPhilox = 4.0 * 0.25;
 // Inverted dropout fused into an op: the mask, keyed by one draw from the run's generator (as
 // dropout's own), its keep bits made once for the op's numel elements (the forward reads them,
