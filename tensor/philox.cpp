@@ -4,7 +4,8 @@
 // 32×32→64-bit product (hi and lo with no shuffles) and the garbage it leaves in the high half
 // is never read; four words of bits are made side by side to hide the multiplies' latency. GCC
 // leaves the plain loop scalar, so the AVX2/AVX-512 paths are written with intrinsics; the plain
-// loop over block4x32_10 is the reference and the portable path.
+// loop over block4x32_10 is the reference and the portable path. Then the keep factors that
+// the passes over the bits read, expanded from them a chunk at a time.
 #include "tensor/philox.h"
 
 #include "tensor/cpu_path.h"
@@ -46,9 +47,9 @@ void bits_portable(uint64_t first_word, int64_t n_words, uint32_t k0, uint32_t k
 }
 
 #if defined(__x86_64__)
-// The keep bits of 32 half-words: words r, r + 1 of four blocks (lo_a, hi_a), then of the next
-// four (lo_b, hi_b), half-word 4l + q of each four at bit 4l + q. x >= t is max(x, t) == x; packs
-// puts each 128-bit lane's bytes side by side, and the permute restores their order.
+// The keep bits of 32 half-words: words r, r + 1 of four blocks (lo_a, hi_a), half-word 4l + q at
+// bit 4l + q, then of the next four (lo_b, hi_b) at bit 16 + 4l + q. x >= t is max(x, t) == x;
+// packs puts each 128-bit lane's bytes side by side, and the permute restores their order.
 __attribute__((target("avx2"))) inline uint64_t keep32_avx2(__m256i lo_a, __m256i hi_a,
                                                             __m256i lo_b, __m256i hi_b, __m256i t) {
   const __m256i x = _mm256_blend_epi32(lo_a, _mm256_slli_epi64(hi_a, 32), 0xAA);
