@@ -125,7 +125,7 @@ Var rms_norm(const Var& x, const Var& gamma, double eps = 1e-5);
 // sublayer's LN(x + f(x))); saves the sum, mean and rstd, and writes the sum's gradient
 // straight into both inputs. With dropout_p > 0, res goes through dropout(·, p, true, *rng)
 // first, with the very mask that op would draw (one draw from rng keys it), applied in the same
-// pass as the add and regenerated in the backward.
+// pass as the add; its keep bits (1 per element) are kept for the backward.
 Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& beta,
                    double eps = 1e-5, double dropout_p = 0.0, Rng* rng = nullptr);
 // Inverted dropout: zeroes with probability p and scales the rest by 1/(1-p). Identity
@@ -144,7 +144,7 @@ Var add_dropout(const Var& x, const Var& y, double p, Rng* rng);
 // The backward makes one pass over each head's scores. `weights`, when given, receives a copy
 // of the probabilities [B, H, Tq, Tk] (before dropout). With dropout p > 0 the probabilities
 // go through dropout(·, p, true, *rng) before P·V, with the very mask that op would draw (one
-// draw from rng keys it), applied in the same pass and regenerated in the backward.
+// draw from rng keys it), its keep bits (1 per element) kept for the backward.
 Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mask* mask,
               Tensor* weights = nullptr, double dropout_p = 0.0, Rng* rng = nullptr);
 

@@ -92,7 +92,7 @@ template <typename T>
 void drop_probs(const AttnDims& d, const AttnDropout& dr, const T* probs, T* out) {
   kernels::parallel_range(d.B * d.H * d.Tq * d.Tk, detail::kCostDropout,
                           [&](int64_t i0, int64_t i1) {
-                            dr.mask.apply<T>(i0, i1, static_cast<T>(dr.keep_scale), probs, out);
+                            dr.keep().apply<T>(i0, i1, static_cast<T>(dr.keep_scale), probs, out);
                           });
 }
 
@@ -131,8 +131,8 @@ void attention_forward(const AttnDims& d, const MaskView& mv, const AttnDropout&
 // Masked entries have P = 0, so their dS is 0 (a fully masked row gives zeros throughout). Each
 // head writes its own blocks of dQ, dK, dV, so every element receives its terms in the same
 // order whatever the batching (dV, then dQ, then dK, when q, k, v are one value).
-// With dropout, D = P ⊙ keep is regenerated into `dropped` for dV += Dᵀ·dctx, and the row pass
-// first takes dP = dD ⊙ keep in place, from the same mask.
+// With dropout, D = P ⊙ keep is made again into `dropped` (from the forward's keep bits) for
+// dV += Dᵀ·dctx, and the row pass first takes dP = dD ⊙ keep in place, from the same bits.
 template <typename T>
 void attention_backward(const AttnDims& d, const AttnDropout& dr, const T* q, const T* k,
                         const T* v, const T* probs, T* dropped, const T* dctx, T* dp, T* dq, T* dk,
@@ -149,7 +149,7 @@ void attention_backward(const AttnDims& d, const AttnDropout& dr, const T* q, co
   const double cost =
       double(d.Tk) * (3 * kernels::kCostSimple + (dr.on ? detail::kCostDropout : 0));
   kernels::parallel_range(d.B * d.H * d.Tq, cost, [&](int64_t r0, int64_t r1) {
-    if (dr.on) dr.mask.apply<T>(r0 * d.Tk, r1 * d.Tk, static_cast<T>(dr.keep_scale), dp, dp);
+    if (dr.on) dr.keep().apply<T>(r0 * d.Tk, r1 * d.Tk, static_cast<T>(dr.keep_scale), dp, dp);
     for (int64_t r = r0; r < r1; ++r) {
       const T* pr = probs + r * d.Tk;
       T* gr = dp + r * d.Tk;
@@ -190,7 +190,8 @@ Var attention(const Var& q, const Var& k, const Var& v, int64_t heads, const Mas
   profile::Scope prof_("attention", profile::Phase::Forward);
   const AttnDims d = attention_dims(q, k, v, heads);
   const MaskView mv = mask_view(mask, d);
-  const AttnDropout dr = detail::fused_dropout(dropout_p, rng, "attention");
+  const AttnDropout dr =
+      detail::fused_dropout(dropout_p, rng, "attention", d.B * d.H * d.Tq * d.Tk);
   Tensor out = Tensor::empty(q.shape(), q.dtype());                 // [B, Tq, C]
   Tensor probs = Tensor::empty({d.B, d.H, d.Tq, d.Tk}, q.dtype());  // [B, H, Tq, Tk]
   dispatch(q.dtype(), [&](auto tag) {

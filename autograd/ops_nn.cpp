@@ -258,8 +258,8 @@ void layer_norm_backward(const T* px, const T* pg, const T* g, const T* mu, cons
     };
     if (dx1.d) dx1.write(i * c, (i + 1) * c, v);
     if (dx2.d && drop2.on)
-      drop2.mask.write_grad<T>(i * c, (i + 1) * c, static_cast<T>(drop2.keep_scale), v, dx2.d,
-                               dx2.fresh);
+      drop2.keep().write_grad<T>(i * c, (i + 1) * c, static_cast<T>(drop2.keep_scale), v, dx2.d,
+                                 dx2.fresh);
     else if (dx2.d)
       dx2.write(i * c, (i + 1) * c, v);
   });
@@ -354,7 +354,7 @@ void add_dropped_layer_norm_rows(const T* a, const T* b, const detail::FusedDrop
   const double cost = double(c) * (5 * kernels::kCostSimple + detail::kCostDropout);
   kernels::parallel_range(r, cost, [&](int64_t r0, int64_t r1) {
     for (int64_t i = r0; i < r1; ++i) {
-      drop.mask.add_apply<T>(i * c, (i + 1) * c, static_cast<T>(drop.keep_scale), a, b, sum);
+      drop.keep().add_apply<T>(i * c, (i + 1) * c, static_cast<T>(drop.keep_scale), a, b, sum);
       kernels::layer_norm_rows<T>(sum + i * c, gamma, beta, y + i * c, mean + i, rstd + i, 1, c,
                                   eps);
     }
@@ -370,7 +370,8 @@ Var add_layer_norm(const Var& x, const Var& res, const Var& gamma, const Var& be
   if (res.shape() != x.shape())
     fail("add_layer_norm", "residual " + shape_str(res.shape()) + " and input " +
                                shape_str(x.shape()) + " must have the same shape");
-  const detail::FusedDropout drop = detail::fused_dropout(dropout_p, rng, "add_layer_norm");
+  const detail::FusedDropout drop =
+      detail::fused_dropout(dropout_p, rng, "add_layer_norm", res.numel());
   const int64_t r = c ? x.numel() / c : 0;
   Tensor sum = Tensor::empty(x.shape(), x.dtype());  // x + res, kept for the backward
   Tensor out = Tensor::empty(x.shape(), x.dtype());
@@ -408,13 +409,22 @@ void check_dropout_p(double p, const char* op) {
     fail(op, "dropout probability " + std::to_string(p) + " is not in [0, 1)");
 }
 
-FusedDropout fused_dropout(double p, Rng* rng, const char* op) {
+FusedDropout fused_dropout(double p, Rng* rng, const char* op, int64_t numel) {
   check_dropout_p(p, op);
   if (p == 0.0) return {};
   if (!rng) fail(op, "dropout " + std::to_string(p) + " needs a random generator");
   // One draw per call keys the whole mask: the run's Rng (saved in checkpoints) still decides
-  // every bit, and the backward regenerates the mask instead of keeping it.
-  return {philox::DropoutMask::make(p, rng->next_u64()), 1.0 / (1.0 - p), true};
+  // every bit. The Philox words cost several times a memory pass, so they are made once here,
+  // as bits, and every pass of the forward and backward reads those.
+  FusedDropout drop{philox::DropoutMask::make(p, rng->next_u64()),
+                    Tensor::empty({philox::DropoutMask::bit_words(numel)}, DType::F64),
+                    1.0 / (1.0 - p), true};
+  uint64_t* bits = static_cast<uint64_t*>(drop.bits.raw());
+  kernels::parallel_range(philox::DropoutMask::bit_words(numel), 64 * kCostPhilox,
+                          [&](int64_t u0, int64_t u1) {
+                            drop.mask.bits(static_cast<uint64_t>(u0), u1 - u0, bits + u0);
+                          });
+  return drop;
 }
 }  // namespace detail
 
@@ -423,8 +433,8 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
   detail::check_defined(a, "dropout");
   detail::check_dropout_p(p, "dropout");
   if (!training || p == 0.0) return a;
-  const detail::FusedDropout drop = detail::fused_dropout(p, &rng, "dropout");
-  const philox::DropoutMask mask = drop.mask;
+  const detail::FusedDropout drop = detail::fused_dropout(p, &rng, "dropout", a.numel());
+  const philox::KeepBits keep = drop.keep();
   const double scale = drop.keep_scale;
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
@@ -432,32 +442,33 @@ Var dropout(const Var& a, double p, bool training, Rng& rng) {
     const T* x = a.value().data<T>();
     T* q = out.data<T>();
     kernels::parallel_range(a.numel(), detail::kCostDropout, [&](int64_t i0, int64_t i1) {
-      mask.apply<T>(i0, i1, static_cast<T>(scale), x, q);
+      keep.apply<T>(i0, i1, static_cast<T>(scale), x, q);
     });
   });
-  // da += g·keep, keep = mask/(1-p) regenerated from the key
+  // da += g·keep, keep = mask/(1-p) from the forward's bits
   return make_result("dropout", std::move(out), wants_grad({&a}),
-                     [ai = a.shared(), mask, scale](VarImpl& o) {
+                     [ai = a.shared(), bits = drop.bits, keep, scale](VarImpl& o) {
                        dispatch(o.value.dtype(), [&](auto tag) {
                          using T = decltype(tag);
                          const T* g = o.grad.data<T>();
                          T* d = detail::GradWriter<T>::accumulate(*ai).d;
                          kernels::parallel_range(
                              o.value.numel(), detail::kCostDropout, [&](int64_t i0, int64_t i1) {
-                               mask.apply_add<T>(i0, i1, static_cast<T>(scale), g, d);
+                               keep.apply_add<T>(i0, i1, static_cast<T>(scale), g, d);
                              });
                        });
                      });
 }
 
 Var add_dropout(const Var& x, const Var& y, double p, Rng* rng) {
-  const detail::FusedDropout drop = detail::fused_dropout(p, rng, "add_dropout");
-  if (!drop.on) return add(x, y);
+  detail::check_dropout_p(p, "add_dropout");
+  if (p == 0.0) return add(x, y);
   profile::Scope prof_("add_dropout", profile::Phase::Forward);
   detail::check_same_dtype(x, y, "add_dropout");
   if (x.shape() != y.shape())
     fail("add_dropout", "input " + shape_str(x.shape()) + " and dropped input " +
                             shape_str(y.shape()) + " must have the same shape");
+  const detail::FusedDropout drop = detail::fused_dropout(p, rng, "add_dropout", y.numel());
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -465,10 +476,10 @@ Var add_dropout(const Var& x, const Var& y, double p, Rng* rng) {
     T* q = out.data<T>();
     kernels::parallel_range(
         x.numel(), kernels::kCostSimple + detail::kCostDropout, [&](int64_t i0, int64_t i1) {
-          drop.mask.add_apply<T>(i0, i1, static_cast<T>(drop.keep_scale), a, b, q);
+          drop.keep().add_apply<T>(i0, i1, static_cast<T>(drop.keep_scale), a, b, q);
         });
   });
-  // dx += g;  dy += g·keep/(1-p), keep regenerated from the key
+  // dx += g;  dy += g·keep/(1-p), keep from the forward's bits
   return make_result("add_dropout", std::move(out), wants_grad({&x, &y}),
                      [xi = x.shared(), yi = y.shared(), drop](VarImpl& o) {
                        dispatch(o.value.dtype(), [&](auto tag) {
@@ -482,8 +493,8 @@ Var add_dropout(const Var& x, const Var& y, double p, Rng* rng) {
                              [&](int64_t i0, int64_t i1) {
                                if (dx.d) dx.write(i0, i1, gv);
                                if (dy.d)
-                                 drop.mask.write_grad<T>(i0, i1, static_cast<T>(drop.keep_scale),
-                                                         gv, dy.d, dy.fresh);
+                                 drop.keep().write_grad<T>(i0, i1, static_cast<T>(drop.keep_scale),
+                                                           gv, dy.d, dy.fresh);
                              });
                        });
                      });

@@ -31,17 +31,24 @@ void check_finite_result(const Tensor& t, const char* op);
 
 // A dropout probability must lie in [0, 1) (1 would scale the kept elements by 1/0).
 void check_dropout_p(double p, const char* op);
-// parallel_range's cost of one element of a dropout mask pass (a Philox word and a select).
-inline constexpr double kCostDropout = 4.0 * 0.25;
+// parallel_range's cost of one element of a pass that reads a dropout mask's keep bits (a keep
+// factor expanded, and a product).
+inline constexpr double kCostDropout = 2.0 * 0.25;
+// ... and of one element's Philox half-word and keep bit, made once per mask (fused_dropout).
+inline constexpr double kCostPhilox = 4.0 * 0.25;
 // Inverted dropout fused into an op: the mask, keyed by one draw from the run's generator (as
-// dropout's own), and the kept elements' scale 1/(1-p); off (and nothing drawn) when p is 0.
+// dropout's own), its keep bits made once for the op's numel elements (the forward reads them,
+// and the backward, which keeps them in its closure: they go with the tape), and the kept
+// elements' scale 1/(1-p); off (and nothing drawn) when p is 0.
 struct FusedDropout {
   philox::DropoutMask mask;
+  Tensor bits;  // DropoutMask::bit_words(numel) words of 64 keep bits
   double keep_scale = 1.0;
   bool on = false;
+  philox::KeepBits keep() const { return {static_cast<const uint64_t*>(bits.raw())}; }
 };
 // Checks p for op; a p > 0 without a generator is an error naming op.
-FusedDropout fused_dropout(double p, Rng* rng, const char* op);
+FusedDropout fused_dropout(double p, Rng* rng, const char* op, int64_t numel);
 
 // Wraps an op's output; if `grad` is set, records `backward` on the current tape. The
 // closure receives the output's VarImpl (whose grad is the upstream gradient). An op whose

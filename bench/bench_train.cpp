@@ -4,7 +4,8 @@
 // best float32 gemm at the model's own largest gemm shape, and the best bf16 gemm there where
 // the CPU has bf16 units. After the benchmarks: the training-speed targets with "met" / "not met",
 // then a profile table per config (time per op kind, forward and backward, as a share of the
-// step) and the allocation counters of a steady step.
+// step) and the allocation counters of a steady step. Beside them, a dropout mask's own passes
+// against a plain memory pass.
 //
 // Dimension key: B batch, S source length, T target length, C d_model, F FFN width,
 // V vocabulary, H heads.
@@ -23,6 +24,7 @@
 #include "bench/bench_util.h"
 #include "nn/loss.h"
 #include "tensor/matmul_backend.h"
+#include "tensor/philox.h"
 #include "tensor/profile.h"
 #include "train/flat_params.h"
 #include "train/optim.h"
@@ -212,6 +214,29 @@ void BM_gemm_model_shape(benchmark::State& st, Cfg c, int threads, bool onednn, 
       g.flops() * static_cast<double>(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
 
+// A dropout mask's passes over kDropElems floats on this thread: making its keep bits (the
+// Philox half-words, once per mask), a pass that reads them (the forward's product), and a plain
+// scale, the memory pass a dropout is measured against.
+constexpr int64_t kDropElems = int64_t(1) << 16;
+enum class DropPass { Bits, Apply, Scale };
+void BM_dropout_pass(benchmark::State& st, DropPass pass) {
+  const philox::DropoutMask m = philox::DropoutMask::make(kDropout, 0x5eedull);
+  std::vector<uint64_t> bits(static_cast<size_t>(philox::DropoutMask::bit_words(kDropElems)));
+  std::vector<float> x(static_cast<size_t>(kDropElems), 1.0f), y(x.size());
+  const int64_t words = static_cast<int64_t>(bits.size());
+  m.bits(0, words, bits.data());
+  const philox::KeepBits keep{bits.data()};
+  for (auto _ : st) {
+    if (pass == DropPass::Bits) m.bits(0, words, bits.data());
+    if (pass == DropPass::Apply) keep.apply<float>(0, kDropElems, 1.25f, x.data(), y.data());
+    if (pass == DropPass::Scale)
+      for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * 1.25f;
+    benchmark::DoNotOptimize(bits.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+}
+
 const bool kRegistered = [] {
   auto reg = [](const std::string& name, auto fn, auto... args) {
     benchmark::RegisterBenchmark(name.c_str(), fn, args...)
@@ -221,6 +246,9 @@ const bool kRegistered = [] {
         ->DisplayAggregatesOnly(true);
   };
   bench::register_fma_ceiling();
+  reg("BM_dropout/bits", BM_dropout_pass, DropPass::Bits);
+  reg("BM_dropout/apply", BM_dropout_pass, DropPass::Apply);
+  reg("BM_dropout/scale", BM_dropout_pass, DropPass::Scale);
   for (const Cfg& c : kCfgs) {
     const bool seed = c.B == 1;  // the seed target is about the default path alone
     reg(std::string("BM_sgemm_1thread/") + c.name, BM_gemm_model_shape, c, 1, false, false);
@@ -528,6 +556,15 @@ int main(int argc, char** argv) {
                   rep.counter(step, "tokens/s"), gf, peak, peak > 0 ? gf / peak : 0.0);
     }
   }
+  if (rep.has("BM_dropout/bits") && rep.has("BM_dropout/apply") && rep.has("BM_dropout/scale"))
+    std::printf(
+        "\ndropout mask over %lld floats, one thread (%s path): keep bits %.3f ns/element, a pass "
+        "reading them %.3f, a plain scale %.3f (%.2fx and %.2fx of it)\n",
+        static_cast<long long>(kDropElems), kernels::cpu_path_name(kernels::cpu_path()),
+        rep.ns("BM_dropout/bits") / kDropElems, rep.ns("BM_dropout/apply") / kDropElems,
+        rep.ns("BM_dropout/scale") / kDropElems,
+        rep.ns("BM_dropout/bits") / rep.ns("BM_dropout/scale"),
+        rep.ns("BM_dropout/apply") / rep.ns("BM_dropout/scale"));
   const kernels::OneDnnInfo& info = kernels::onednn_info();
   if (info.built)
     std::printf(

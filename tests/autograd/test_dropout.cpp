@@ -11,7 +11,7 @@
 namespace seqtape {
 namespace {
 
-// The backward regenerates the forward's mask: for y = dropout(x) and loss = sum(y ⊙ c),
+// The backward reads the forward's mask: for y = dropout(x) and loss = sum(y ⊙ c),
 // dx = c ⊙ keep, so dx is zero exactly where y is and c·scale elsewhere.
 TEST(DropoutOp, BackwardUsesTheForwardMask) {
   Tape::current().clear();
@@ -119,6 +119,23 @@ TEST(DropoutOp, FusedResidualDropsAsTheUnfusedOps) {
           << " vs " << plain[i];
     EXPECT_NE(fused, run(norm, true, 0.0));  // the dropout did drop something
   }
+}
+
+// The keep bits live in the backward's closure: while the tape holds the op they stay in use
+// (one bit per element, beside the output), and clearing the tape gives them back to the pool.
+TEST(DropoutOp, KeepBitsAreFreedWithTheTape) {
+  Tape::current().clear();
+  const int64_t n = 64 * 1000;
+  Var x(Tensor::from(std::vector<float>(size_t(n), 1.0f), {n}), true);
+  Var res(Tensor::from(std::vector<float>(size_t(n), 2.0f), {n}), true);
+  const size_t base = pool_bytes_in_use();
+  Rng r(5);
+  {
+    const Var y = add_dropout(x, res, 0.1, &r);
+    EXPECT_GE(pool_bytes_in_use() - base, size_t(n) * sizeof(float) + size_t(n) / 8);
+  }
+  Tape::current().clear();
+  EXPECT_EQ(pool_bytes_in_use(), base);
 }
 
 }  // namespace
