@@ -166,9 +166,10 @@ def cpu_info():
             "bf16_units": "avx512_bf16" in flags or "amx_bf16" in flags}
 
 
-def seqtape_rows(bench_train, names, threads):
+def seqtape_rows(bench_train, names, threads, log_prefix):
     """seqtape's best step (ms) per (config, threads, precision, dropout) from bench_train's
-    BM_train_step rows, and the backend of each."""
+    BM_train_step rows, and the backend of each; with log_prefix, each run's own printout (its
+    ceilings, profiles and table of targets) goes to log_prefix.bench_train.<threads>.txt."""
     out = {}
     for t in threads:
         with tempfile.NamedTemporaryFile(suffix=".json") as f:
@@ -180,6 +181,9 @@ def seqtape_rows(bench_train, names, threads):
             done = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 fail(f"{bench_train} failed:\n{done.stderr}")
+            if log_prefix:
+                with open(f"{log_prefix}.bench_train.{t}.txt", "w") as log:
+                    log.write(done.stdout + done.stderr)
             runs = json.load(f)["benchmarks"]
         for r in runs:
             if r.get("run_type") != "iteration":
@@ -224,7 +228,8 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=3, help="steps per row per round")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps per row first")
     ap.add_argument("--quick", action="store_true", help="1 round of 1 step, 1 warm-up step")
-    ap.add_argument("--json", help="write the rows, the CPU and the versions here as JSON")
+    ap.add_argument("--json", help="write the rows, the CPU and the versions here as JSON (and, "
+                    "with --bench-train, its printouts beside it as JSON.bench_train.THREADS.txt)")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.steps, a.warmup = 1, 1, 1
@@ -272,7 +277,7 @@ def main():
         for r in rows:
             r.time_round(a.steps)
     results = [r.result() for r in rows]
-    seqtape = seqtape_rows(a.bench_train, a.configs, a.threads) if a.bench_train else {}
+    seqtape = seqtape_rows(a.bench_train, a.configs, a.threads, a.json) if a.bench_train else {}
     print(f"\nbest and median of {a.rounds} interleaved rounds of {a.steps} steps "
           f"(forward + loss + backward + clip + Adam)")
     print_rows(results, seqtape)
