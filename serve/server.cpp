@@ -866,4 +866,10 @@ SchedulerStats Server::stats() const {
   return impl_->scheduler->stats();
 }
 
+size_t Server::open_connections(const std::string& ip) const {
+  std::lock_guard<std::mutex> l(impl_->clients_m);
+  const auto it = impl_->clients.find(ip);
+  return it == impl_->clients.end() ? 0 : it->second;
+}
+
 }  // namespace seqtape::serve

@@ -74,6 +74,8 @@ class Server {
   // returns. Safe from any thread but a request handler.
   void stop(std::chrono::milliseconds drain);
   SchedulerStats stats() const;
+  // Connections open now from a client address (counted from their first bytes to their close).
+  size_t open_connections(const std::string& ip) const;
 
  private:
   struct Impl;

@@ -289,12 +289,21 @@ TEST(ServeOps, RefusalsBeforeParsingAreLoggedAndCounted) {
     ASSERT_NE(at, std::string::npos) << answer;
     ids.push_back(answer.substr(at + 14, answer.find("\r\n", at) - at - 14));
   }
+  // The server counts a connection from its first bytes to its close; a loaded machine may
+  // take a while to do either, so the test waits for the count rather than for a fixed time.
+  const auto wait_for_open = [&](size_t n) {
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (srv.server->open_connections("127.0.0.1") != n &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(5ms);
+    return srv.server->open_connections("127.0.0.1");
+  };
   {
-    // Two idle connections from 127.0.0.1 (taken once their first bytes are read), then a
-    // third: 503 at once.
+    // Two idle connections from 127.0.0.1, then a third: 503 at once.
+    ASSERT_EQ(wait_for_open(0), 0u) << "the refusals' connections are still open";
     serve_test::RawSocket a(srv.port, 5000), b(srv.port, 5000);
     ASSERT_TRUE(a.send_all("GET /healthz HTTP/1.1\r\n") && b.send_all("GET /healthz HTTP/1.1\r\n"));
-    std::this_thread::sleep_for(200ms);
+    ASSERT_EQ(wait_for_open(2), 2u) << "the two idle connections were not taken";
     serve_test::RawSocket c(srv.port, 5000);
     const std::string answer = c.read_all();
     EXPECT_EQ(answer.rfind("HTTP/1.1 503", 0), 0u) << answer;
@@ -306,7 +315,7 @@ TEST(ServeOps, RefusalsBeforeParsingAreLoggedAndCounted) {
     a.read_all();
     b.read_all();
   }
-  std::this_thread::sleep_for(200ms);  // the server counts a connection closed after closing it
+  ASSERT_EQ(wait_for_open(0), 0u) << "the idle connections are still open";
   httplib::Client cli("127.0.0.1", srv.port);
   auto m = cli.Get("/metrics", {{"Authorization", "Bearer sk-key"}});
   ASSERT_TRUE(m && m->status == 200);
