@@ -286,7 +286,7 @@ def train(model, examples, codec, a):
             labels = pad([r[2] for r in rows], -100)
             loss = train_step(model, opt, src, torch.tensor([len(r[0]) for r in rows]), dec,
                               torch.tensor([len(r[1]) for r in rows]), labels,
-                              a.label_smoothing, a.clip)
+                              a.label_smoothing, a.clip, bf16=a.precision == "bf16")
             tokens += int((labels != -100).sum())
             last = time.monotonic() - t0
             if step % 100 == 0:
@@ -336,6 +336,8 @@ def main():
     ap.add_argument("--label-smoothing", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                    help="bf16: the forward and the loss under torch.autocast (cpu, bfloat16)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--check", type=int, default=0,
                     help="greedy-decode the first N sources of --check-data and print them")
@@ -353,7 +355,8 @@ def main():
     steps, tokens, secs = train(model, examples, codec, a)
     print(json.dumps({"steps": steps, "target_tokens": tokens, "seconds": round(secs, 1),
                       "tokens_per_second": round(tokens / max(secs, 1e-9)),
-                      "torch": torch.__version__, "threads": a.threads}))
+                      "torch": torch.__version__, "threads": a.threads,
+                      "precision": a.precision}))
     os.makedirs(a.out, exist_ok=True)
     trained = {k: model.w(k).detach().numpy() for k in weights}
     meta = dict(meta, step=str(steps))

@@ -12,11 +12,12 @@
 #   model flags: the seqtape train model options, e.g. --d-model 256 --heads 4 --enc-layers 3
 #             --dec-layers 3 --ffn 1024 --dropout 0.1 --tgt-tokenizer words
 # The recipe (env, both trainers): LR 1e-3, WARMUP 400, SCHEDULE wsd, BATCH_TOKENS 4096,
-# LABEL_SMOOTHING 0.1, THREADS 2, BEAM 5, CHECK 50 (sources decoded by both for the agreement).
+# LABEL_SMOOTHING 0.1, THREADS 2, PRECISION f32 (or bf16: seqtape's bf16 products, PyTorch's
+# autocast), BEAM 5, CHECK 50 (sources decoded by both for the agreement).
 # Run it on an otherwise idle machine: the two trainers must see the same CPU.
 set -euo pipefail
 if [ $# -lt 4 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -ge 4 ] && exit 0 || exit 2
 fi
 seqtape=$1 data=$2 out=$3 budget=$4
@@ -24,14 +25,15 @@ shift 4
 py=/usr/bin/python3  # Debian's python3, the one python3-torch installs into
 here=$(cd "$(dirname "$0")" && pwd)
 LR=${LR:-1e-3} WARMUP=${WARMUP:-400} SCHEDULE=${SCHEDULE:-wsd} BATCH_TOKENS=${BATCH_TOKENS:-4096}
-LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} THREADS=${THREADS:-2} BEAM=${BEAM:-5} CHECK=${CHECK:-50}
+LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} THREADS=${THREADS:-2} PRECISION=${PRECISION:-f32}
+BEAM=${BEAM:-5} CHECK=${CHECK:-50}
 for f in train valid test; do
   [ -f "$data/$f.tsv" ] || { echo "vs_torch.sh: $data/$f.tsv is missing" >&2; exit 3; }
 done
 "$py" -c 'import torch' 2>/dev/null || { echo "vs_torch.sh: needs python3-torch" >&2; exit 2; }
 mkdir -p "$out"
 recipe=(--lr "$LR" --warmup "$WARMUP" --schedule "$SCHEDULE" --batch-tokens "$BATCH_TOKENS"
-  --label-smoothing "$LABEL_SMOOTHING" --threads "$THREADS")
+  --label-smoothing "$LABEL_SMOOTHING" --threads "$THREADS" --precision "$PRECISION")
 
 # The initial model both trainers start from: one step at a rate too small to move a weight.
 "$seqtape" train --data "$data/train.tsv" --valid "$data/valid.tsv" "$@" --steps 1 --lr 1e-30 \
