@@ -274,6 +274,7 @@ AutoFill auto_fill_of(const TrainArgs& a, const TrainOptions& o) {
   f.label_smoothing = !given("--label-smoothing");
   f.warmup = !given("--warmup");
   f.schedule = a.schedule == "auto";
+  f.precision = !given("--precision") && !given("--matmul");
   return f;
 }
 

@@ -31,6 +31,7 @@ struct AutoFill {
   bool label_smoothing = false;
   bool warmup = false;
   bool schedule = false;
+  bool precision = false;  // neither --precision nor --matmul was given
   bool any() const { return model || batch || label_smoothing || warmup || schedule; }
 };
 

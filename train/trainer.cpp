@@ -825,6 +825,21 @@ struct MatmulChoice {
   std::string note;
 };
 
+// A run whose model the data and the budget choose, with no --precision or --matmul given,
+// multiplies in bf16 where the CPU has bfloat16 units: the same loss per step as float32 (weights,
+// optimizer, norms and loss stay float32) and more steps in the budget, so a better model. On a
+// CPU without them it trains in float32 and the note says why. Chosen again on --resume (the
+// precision is not among the options a resume keeps).
+void choose_auto_precision(TrainOptions& opt, std::string& note) {
+  using kernels::Precision;
+  if (!opt.auto_fill.model || !opt.auto_fill.precision) return;
+  const std::string why = kernels::matmul_problem(opt.matmul, Precision::BF16);
+  opt.precision = why.empty() ? Precision::BF16 : Precision::F32;
+  note = why.empty() ? "precision chosen: bf16 products, as this CPU has bfloat16 units (give "
+                       "--precision f32 for float32 products)"
+                     : "precision chosen: float32, as bf16 cannot run here (" + why + ")";
+}
+
 MatmulChoice choose_matmul(const TrainOptions& opt) {
   using kernels::Precision;
   MatmulChoice c{opt.matmul, opt.precision, ""};
@@ -968,6 +983,8 @@ TrainReport train(const TrainOptions& options, std::ostream& log) {
   if (threads == 0 && comm->size() > 1)  // the ranks on this machine share its cores
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks());
   if (threads > 0) kernels::blas_set_num_threads(threads);
+  std::string precision_note;
+  choose_auto_precision(opt, precision_note);
   const MatmulChoice matmul = choose_matmul(opt);
   const kernels::MatmulScope matmul_scope(matmul.backend, matmul.precision);
   // Rank 0 alone holds the run directory; the other ranks write nothing and log nothing.
@@ -977,6 +994,7 @@ TrainReport train(const TrainOptions& options, std::ostream& log) {
   std::ostream& out = lead ? log : null_log;
   opt.comm = comm;
   fill_auto(opt, matmul.precision == kernels::Precision::BF16, out);
+  if (!precision_note.empty()) out << precision_note << "\n";
   Run run = start_run(opt, out);
   if (lead) write_run_files(opt, run, out);
   log_summary(opt, run, out);

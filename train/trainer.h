@@ -42,7 +42,7 @@ struct TrainOptions {
   ModelConfig model;                    // vocab_size is filled from the vocabulary...
   bool model_vocab_size_given = false;  // ...and must equal it when this is set (--config)
   // What the data and the time limit choose (train/auto_defaults.h), in place of `model`,
-  // `batch_tokens`, `label_smoothing` and the schedule's warmup and kind.
+  // `batch_tokens`, `label_smoothing`, the schedule's warmup and kind, and `precision`.
   AutoFill auto_fill;
   // 0: derived from epochs; with neither (and a time_limit), kMaxSteps: until the time limit.
   int64_t steps = 0;
