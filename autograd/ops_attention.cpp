@@ -7,6 +7,7 @@
 //   P = softmax(mask(scale·Q·Kᵀ))  [Tq, Tk]    ctx = P·V  [Tq, Dh]
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "autograd/ops_util.h"
@@ -127,6 +128,13 @@ void drop_probs(const AttnDims& d, const AttnDropout& dr, const T* probs, T* out
 // the small path's portable chains here, where its batched products would go to BLAS.
 template <typename T>
 bool fused_per_head(const AttnDims& d) {
+  // SEQTAPE_FUSED_ATTENTION=0 in the environment: never (the passes for every size; for
+  // measuring the fused path against them)
+  static const bool off = [] {
+    const char* e = std::getenv("SEQTAPE_FUSED_ATTENTION");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (off) return false;
   if (std::is_same_v<T, float> && kernels::matmul_precision() == kernels::Precision::BF16)
     return kernels::gemm_small_takes_bf16(d.Tq, d.Tk, d.Dh);
   return kernels::gemm_small_takes(d.Tq, d.Tk, d.Dh);
@@ -161,20 +169,21 @@ void attention_forward_fused(const AttnDims& d, const MaskView& mv, const AttnDr
   kernels::parallel_range(d.B * d.H, cost, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / d.H, h = t % d.H;
-      const T* vh = head_block(d, v, d.Tk, t);
       T* p = probs + t * S;
       head_product<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale),
                       head_block(d, q, d.Tq, t), d.C, head_block(d, k, d.Tk, t), d.C, T(0), p,
                       d.Tk);
-      for (int64_t i = 0; i < d.Tq; ++i) {
-        if (mv.data)
+      // every row masked before the first softmax: a row's softmax right after its mask made
+      // the fused forward slower than the passes (the exp's wide loads waited on the mask's
+      // narrow stores, which the store buffer cannot forward to them)
+      if (mv.data)
+        for (int64_t i = 0; i < d.Tq; ++i)
           mask_row(mv.data + b * mv.sb + h * mv.sh + i * mv.si, mv.sj, p + i * d.Tk, d.Tk);
-        kernels::softmax_row<T>(p + i * d.Tk, p + i * d.Tk, d.Tk);
-      }
+      for (int64_t i = 0; i < d.Tq; ++i) kernels::softmax_row<T>(p + i * d.Tk, p + i * d.Tk, d.Tk);
       if (dr.on)
         dr.keep().apply<T>(t * S, (t + 1) * S, static_cast<T>(dr.keep_scale), probs, dropped);
-      head_product<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dr.on ? dropped + t * S : p, d.Tk, vh,
-                      d.C, T(0), head_block(d, ctx, d.Tq, t), d.C);
+      head_product<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dr.on ? dropped + t * S : p, d.Tk,
+                      head_block(d, v, d.Tk, t), d.C, T(0), head_block(d, ctx, d.Tq, t), d.C);
     }
   });
 }
@@ -191,8 +200,6 @@ void attention_backward_fused(const AttnDims& d, const AttnDropout& dr, const T*
   kernels::parallel_range(d.B * d.H, cost, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const T* dch = head_block(d, dctx, d.Tq, t);
-      const T* qh = head_block(d, q, d.Tq, t);
-      const T* kh = head_block(d, k, d.Tk, t);
       T* g = dp + t * S;
       head_product<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dch, d.C, head_block(d, v, d.Tk, t), d.C,
                       T(0), g, d.Tk);
@@ -203,12 +210,15 @@ void attention_backward_fused(const AttnDims& d, const AttnDropout& dr, const T*
                         d.Tk, dch, d.C, beta_v, head_block(d, dv, d.Tk, t), d.C);
       }
       ds_rows(d, dr, probs, dp, t * d.Tq, (t + 1) * d.Tq);
+    }
+    for (int64_t t = t0; t < t1; ++t) {
+      const T* g = dp + t * S;
       if (dq)
-        head_product<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), g, d.Tk, kh, d.C, beta_q,
-                        head_block(d, dq, d.Tq, t), d.C);
+        head_product<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), g, d.Tk, head_block(d, k, d.Tk, t),
+                        d.C, beta_q, head_block(d, dq, d.Tq, t), d.C);
       if (dk)
-        head_product<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), g, d.Tk, qh, d.C, beta_k,
-                        head_block(d, dk, d.Tk, t), d.C);
+        head_product<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), g, d.Tk, head_block(d, q, d.Tq, t),
+                        d.C, beta_k, head_block(d, dk, d.Tk, t), d.C);
     }
   });
 }
