@@ -7,13 +7,10 @@
 //   P = softmax(mask(scale·Q·Kᵀ))  [Tq, Tk]    ctx = P·V  [Tq, Dh]
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 #include "autograd/ops_util.h"
 #include "tensor/kernels.h"
-#include "tensor/kernels_small_gemm.h"
-#include "tensor/matmul_backend.h"
 #include "tensor/profile.h"
 
 namespace seqtape {
@@ -90,24 +87,6 @@ void mask_row(const uint8_t* __restrict m, int64_t sj, T* __restrict p, int64_t 
   for (int64_t j = 0; j < n; ++j) p[j] = m[j] ? ninf : p[j];
 }
 
-// Rows [r0, r1) of all B·H·Tq (r = (b·H + h)·Tq + i) from dP to dS = scale·P ⊙ (dP − Σ_j dP·P),
-// in place in dp; with dropout, dP = dD ⊙ keep first, from the forward's keep bits.
-template <typename T>
-void ds_rows(const AttnDims& d, const AttnDropout& dr, const T* probs, T* dp, int64_t r0,
-             int64_t r1) {
-  if (dr.on) dr.keep().apply<T>(r0 * d.Tk, r1 * d.Tk, static_cast<T>(dr.keep_scale), dp, dp);
-  const T scale = static_cast<T>(d.scale);
-  for (int64_t r = r0; r < r1; ++r) {
-    const T* pr = probs + r * d.Tk;
-    T* gr = dp + r * d.Tk;
-    const T dot = kernels::row_sum<T>(d.Tk, [gr, pr](int64_t j) { return gr[j] * pr[j]; });
-    for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
-  }
-}
-double ds_row_cost(const AttnDims& d, const AttnDropout& dr) {
-  return double(d.Tk) * (3 * kernels::kCostSimple + (dr.on ? detail::kCostDropout : 0));
-}
-
 // The probabilities after dropout, D = P ⊙ keep, into out (all B·H·Tq·Tk of them).
 template <typename T>
 void drop_probs(const AttnDims& d, const AttnDropout& dr, const T* probs, T* out) {
@@ -117,112 +96,6 @@ void drop_probs(const AttnDims& d, const AttnDropout& dr, const T* probs, T* out
                           });
 }
 
-// Small heads, fused: when every product of the op is one that gemm_batched sends to the small
-// path (all six have Tq·Tk·Dh multiply-adds; under bf16 the lower bound of
-// gemm_small_takes_bf16), the forward and the backward each run as ONE parallel_range over the
-// B·H heads, a task doing all the passes of its heads while their [Tq, Tk] blocks are in L1,
-// instead of a fork and join and a pass over all heads' scores for each product, mask, softmax
-// and dropout. Every product (kernels::gemm_small, with gemm_small_batched's bits), row and
-// element is computed as the unfused path computes it, and each head writes only its own blocks,
-// so the bits are those of the passes below, on any thread count. float64 (gradchecks) takes
-// the small path's portable chains here, where its batched products would go to BLAS.
-template <typename T>
-bool fused_per_head(const AttnDims& d) {
-  // SEQTAPE_FUSED_ATTENTION=0 in the environment: never (the passes for every size; for
-  // measuring the fused path against them)
-  static const bool off = [] {
-    const char* e = std::getenv("SEQTAPE_FUSED_ATTENTION");
-    return e && std::strcmp(e, "0") == 0;
-  }();
-  if (off) return false;
-  if (std::is_same_v<T, float> && kernels::matmul_precision() == kernels::Precision::BF16)
-    return kernels::gemm_small_takes_bf16(d.Tq, d.Tk, d.Dh);
-  return kernels::gemm_small_takes(d.Tq, d.Tk, d.Dh);
-}
-
-// One head's product on this thread: float as gemm_batched's small path (operands rounded to
-// bf16 first under Precision::BF16), float64 as its portable chains.
-template <typename T>
-void head_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-                  int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>)
-    kernels::gemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                        kernels::matmul_precision() == kernels::Precision::BF16);
-  else
-    kernels::gemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-// Head t = b·H + h: its [T, Dh] column block of a [B, T, C] tensor.
-template <typename T>
-T* head_block(const AttnDims& d, T* x, int64_t rows, int64_t t) {
-  return x + t / d.H * rows * d.C + t % d.H * d.Dh;
-}
-
-template <typename T>
-void attention_forward_fused(const AttnDims& d, const MaskView& mv, const AttnDropout& dr,
-                             const T* q, const T* k, const T* v, T* probs, T* dropped, T* ctx) {
-  const int64_t S = d.Tq * d.Tk;
-  const double cost =
-      2 * kernels::gemm_small_cost(d.Tq, d.Tk, d.Dh) +
-      double(S) * (kernels::kCostTranscendental + (mv.data ? kernels::kCostSimple : 0) +
-                   (dr.on ? detail::kCostDropout : 0));
-  kernels::parallel_range(d.B * d.H, cost, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / d.H, h = t % d.H;
-      T* p = probs + t * S;
-      head_product<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale),
-                      head_block(d, q, d.Tq, t), d.C, head_block(d, k, d.Tk, t), d.C, T(0), p,
-                      d.Tk);
-      // every row masked before the first softmax: a row's softmax right after its mask made
-      // the fused forward slower than the passes (the exp's wide loads waited on the mask's
-      // narrow stores, which the store buffer cannot forward to them)
-      if (mv.data)
-        for (int64_t i = 0; i < d.Tq; ++i)
-          mask_row(mv.data + b * mv.sb + h * mv.sh + i * mv.si, mv.sj, p + i * d.Tk, d.Tk);
-      for (int64_t i = 0; i < d.Tq; ++i) kernels::softmax_row<T>(p + i * d.Tk, p + i * d.Tk, d.Tk);
-      if (dr.on)
-        dr.keep().apply<T>(t * S, (t + 1) * S, static_cast<T>(dr.keep_scale), probs, dropped);
-      head_product<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dr.on ? dropped + t * S : p, d.Tk,
-                      head_block(d, v, d.Tk, t), d.C, T(0), head_block(d, ctx, d.Tq, t), d.C);
-    }
-  });
-}
-
-// The backward's passes (attention_backward) per head: dP, D and dV, the dS rows, dQ, dK. With
-// q, k, v one value, an element still receives its dV, dQ, dK terms in that order.
-template <typename T>
-void attention_backward_fused(const AttnDims& d, const AttnDropout& dr, const T* q, const T* k,
-                              const T* v, const T* probs, T* dropped, const T* dctx, T* dp, T* dq,
-                              T* dk, T* dv, T beta_q, T beta_k, T beta_v) {
-  const int64_t S = d.Tq * d.Tk;
-  const double cost = (dv ? 3 : 2) * kernels::gemm_small_cost(d.Tq, d.Tk, d.Dh) +
-                      double(d.Tq) * ds_row_cost(d, dr) + (dr.on ? S * detail::kCostDropout : 0);
-  kernels::parallel_range(d.B * d.H, cost, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const T* dch = head_block(d, dctx, d.Tq, t);
-      T* g = dp + t * S;
-      head_product<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dch, d.C, head_block(d, v, d.Tk, t), d.C,
-                      T(0), g, d.Tk);
-      if (dv) {
-        if (dr.on)
-          dr.keep().apply<T>(t * S, (t + 1) * S, static_cast<T>(dr.keep_scale), probs, dropped);
-        head_product<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), (dr.on ? dropped : probs) + t * S,
-                        d.Tk, dch, d.C, beta_v, head_block(d, dv, d.Tk, t), d.C);
-      }
-      ds_rows(d, dr, probs, dp, t * d.Tq, (t + 1) * d.Tq);
-    }
-    for (int64_t t = t0; t < t1; ++t) {
-      const T* g = dp + t * S;
-      if (dq)
-        head_product<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), g, d.Tk, head_block(d, k, d.Tk, t),
-                        d.C, beta_q, head_block(d, dq, d.Tq, t), d.C);
-      if (dk)
-        head_product<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), g, d.Tk, head_block(d, q, d.Tq, t),
-                        d.C, beta_k, head_block(d, dk, d.Tk, t), d.C);
-    }
-  });
-}
-
 // The forward in three passes: every head's scores p [Tq, Tk] = scale·Q·Kᵀ, then mask and
 // softmax over all B·H·Tq rows at once (rows split over the pool's threads when big:
 // kernels::softmax_rows), then every head's ctx block = p·V (or D·V with dropout, D in
@@ -230,7 +103,6 @@ void attention_backward_fused(const AttnDims& d, const AttnDropout& dr, const T*
 template <typename T>
 void attention_forward(const AttnDims& d, const MaskView& mv, const AttnDropout& dr, const T* q,
                        const T* k, const T* v, T* probs, T* dropped, T* ctx) {
-  if (fused_per_head<T>(d)) return attention_forward_fused(d, mv, dr, q, k, v, probs, dropped, ctx);
   const HeadStrides hq = head_of(d, d.Tq), hk = head_of(d, d.Tk), sc = scores_of(d);
   kernels::gemm_batched<T>(false, true, d.Tq, d.Tk, d.Dh, static_cast<T>(d.scale), q, d.C, k, d.C,
                            T(0), probs, d.Tk, over_heads(d, hq, hk, sc));
@@ -265,9 +137,6 @@ template <typename T>
 void attention_backward(const AttnDims& d, const AttnDropout& dr, const T* q, const T* k,
                         const T* v, const T* probs, T* dropped, const T* dctx, T* dp, T* dq, T* dk,
                         T* dv, T beta_q, T beta_k, T beta_v) {
-  if (fused_per_head<T>(d))
-    return attention_backward_fused(d, dr, q, k, v, probs, dropped, dctx, dp, dq, dk, dv, beta_q,
-                                    beta_k, beta_v);
   const HeadStrides hq = head_of(d, d.Tq), hk = head_of(d, d.Tk), sc = scores_of(d);
   kernels::gemm_batched<T>(false, true, d.Tq, d.Tk, d.Dh, T(1), dctx, d.C, v, d.C, T(0), dp, d.Tk,
                            over_heads(d, hq, hk, sc));
@@ -276,8 +145,18 @@ void attention_backward(const AttnDims& d, const AttnDropout& dr, const T* q, co
     kernels::gemm_batched<T>(true, false, d.Tk, d.Dh, d.Tq, T(1), dr.on ? dropped : probs, d.Tk,
                              dctx, d.C, beta_v, dv, d.C, over_heads(d, sc, hq, hk));
   }
-  kernels::parallel_range(d.B * d.H * d.Tq, ds_row_cost(d, dr),
-                          [&](int64_t r0, int64_t r1) { ds_rows(d, dr, probs, dp, r0, r1); });
+  const T scale = static_cast<T>(d.scale);
+  const double cost =
+      double(d.Tk) * (3 * kernels::kCostSimple + (dr.on ? detail::kCostDropout : 0));
+  kernels::parallel_range(d.B * d.H * d.Tq, cost, [&](int64_t r0, int64_t r1) {
+    if (dr.on) dr.keep().apply<T>(r0 * d.Tk, r1 * d.Tk, static_cast<T>(dr.keep_scale), dp, dp);
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* pr = probs + r * d.Tk;
+      T* gr = dp + r * d.Tk;
+      const T dot = kernels::row_sum<T>(d.Tk, [gr, pr](int64_t j) { return gr[j] * pr[j]; });
+      for (int64_t j = 0; j < d.Tk; ++j) gr[j] = scale * pr[j] * (gr[j] - dot);
+    }
+  });
   if (dq)
     kernels::gemm_batched<T>(false, false, d.Tq, d.Dh, d.Tk, T(1), dp, d.Tk, k, d.C, beta_q, dq,
                              d.C, over_heads(d, sc, hk, hq));

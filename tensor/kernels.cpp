@@ -227,30 +227,29 @@ float row_max<float>(const float* x, int64_t n) {
 }  // namespace
 
 template <typename T>
-void softmax_row(const T* xr, T* yr, int64_t cols) {
-  const T mx = row_max(xr, cols);
-  if (mx == -std::numeric_limits<T>::infinity()) {  // fully masked row: no probability mass
-    std::fill_n(yr, cols, T(0));
-    return;
-  }
-  T s = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    exp_shifted(xr, mx, yr, cols);  // (float: vectorized, kernels_exp.h)
-    for (int64_t c = 0; c < cols; ++c) s += yr[c];
-  } else {
-    for (int64_t c = 0; c < cols; ++c) {
-      yr[c] = std::exp(xr[c] - mx);
-      s += yr[c];
-    }
-  }
-  T inv = T(1) / s;
-  for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
-}
-
-template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols) {
   parallel_range(rows, double(cols) * kCostTranscendental, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) softmax_row(x + r * cols, y + r * cols, cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+      const T mx = row_max(xr, cols);
+      if (mx == -std::numeric_limits<T>::infinity()) {  // fully masked row: no probability mass
+        std::fill_n(yr, cols, T(0));
+        continue;
+      }
+      T s = 0;
+      if constexpr (std::is_same_v<T, float>) {
+        exp_shifted(xr, mx, yr, cols);  // (float: vectorized, kernels_exp.h)
+        for (int64_t c = 0; c < cols; ++c) s += yr[c];
+      } else {
+        for (int64_t c = 0; c < cols; ++c) {
+          yr[c] = std::exp(xr[c] - mx);
+          s += yr[c];
+        }
+      }
+      T inv = T(1) / s;
+      for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
+    }
   });
 }
 
@@ -386,7 +385,6 @@ double sum_squares(const T* x, int64_t n) {
 }
 
 #define SEQTAPE_INSTANTIATE(T)                                                                 \
-  template void softmax_row<T>(const T*, T*, int64_t);                                         \
   template void softmax_rows<T>(const T*, T*, int64_t, int64_t);                               \
   template void log_softmax_rows<T>(const T*, T*, int64_t, int64_t);                           \
   template void layer_norm_rows<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, \

@@ -195,10 +195,7 @@ void add_column_sums(T* d, int64_t rows, int64_t cols, double cost, F&& f) {
 }
 
 // Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
-// zeros. In place is allowed (y == x). softmax_row is one row of it, on this thread (for an op
-// that runs its rows in its own parallel_range: the fused attention).
-template <typename T>
-void softmax_row(const T* x, T* y, int64_t cols);
+// zeros. In place is allowed (y == x).
 template <typename T>
 void softmax_rows(const T* x, T* y, int64_t rows, int64_t cols);
 template <typename T>

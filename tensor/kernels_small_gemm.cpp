@@ -107,36 +107,25 @@ __attribute__((target("avx2,fma"))) void transpose8x8(const float* in, int64_t l
 #endif  // SEQTAPE_SMALL_X86
 
 // Portable: the same chains without fusing, one row of C at a time (the j loop vectorizes).
-// op(B)'s element (p, j) is at bp[p·ldbp + j·cbs]: cbs is 1 for float (read packed, as the
-// vector paths), any stride for float64 (read in place).
-template <typename T>
-void product_portable(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t ras,
-                      int64_t cas, const T* bp, int64_t ldbp, int64_t cbs, T beta, T* c,
+void product_portable(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t ras,
+                      int64_t cas, const float* bp, int64_t ldbp, float beta, float* c,
                       int64_t ldc) {
-  thread_local std::vector<T> row;
+  thread_local std::vector<float> row;
   if (row.size() < static_cast<size_t>(n)) row.resize(static_cast<size_t>(n));
-  T* s = row.data();
+  float* s = row.data();
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) s[j] = T(0);
+    for (int64_t j = 0; j < n; ++j) s[j] = 0.f;
     for (int64_t p = 0; p < k; ++p) {
-      const T x = a[i * ras + p * cas];
-      const T* b = bp + p * ldbp;
-      if (cbs == 1)
-        for (int64_t j = 0; j < n; ++j) s[j] += x * b[j];
-      else
-        for (int64_t j = 0; j < n; ++j) s[j] += x * b[j * cbs];
+      const float x = a[i * ras + p * cas];
+      const float* b = bp + p * ldbp;
+      for (int64_t j = 0; j < n; ++j) s[j] += x * b[j];
     }
-    T* ci = c + i * ldc;
-    if (beta == T(0))
+    float* ci = c + i * ldc;
+    if (beta == 0.f)
       for (int64_t j = 0; j < n; ++j) ci[j] = alpha * s[j];
     else
       for (int64_t j = 0; j < n; ++j) ci[j] = alpha * s[j] + beta * ci[j];
   }
-}
-void product_portable(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t ras,
-                      int64_t cas, const float* bp, int64_t ldbp, float beta, float* c,
-                      int64_t ldc) {
-  product_portable<float>(m, n, k, alpha, a, ras, cas, bp, ldbp, 1, beta, c, ldc);
 }
 
 // The path (cpu_path.h): the same as gemm_nt_rowwise's.
@@ -192,62 +181,47 @@ void small_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
 
 }  // namespace
 
-void gemm_small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
-                bool round_bf16) {
-  if (m <= 0 || n <= 0) return;
-  const int64_t kk = std::max<int64_t>(k, 0), l = lanes();
-  const int64_t np = (n + l - 1) / l * l;
-  // Stored A is [ar, ac], stored B [br, bc]; rounded, they are copied dense.
-  const int64_t ar = ta ? kk : m, ac = ta ? m : kk, br = tb ? n : kk, bc = tb ? kk : n;
-  // (grow to the largest packed B and rounded operands once per thread, then no allocation)
-  thread_local std::vector<float> buf, a16, b16;
-  const size_t need = tb || np != n ? static_cast<size_t>(kk * np) : 0;
-  if (buf.size() < need) buf.resize(need);
-  if (round_bf16) {
-    if (a16.size() < static_cast<size_t>(ar * ac)) a16.resize(static_cast<size_t>(ar * ac));
-    if (b16.size() < static_cast<size_t>(br * bc)) b16.resize(static_cast<size_t>(br * bc));
-    detail::round_rows_to_bf16(a, ar, ac, lda, a16.data());
-    detail::round_rows_to_bf16(b, br, bc, ldb, b16.data());
-    a = a16.data();
-    b = b16.data();
-    lda = ac;
-    ldb = bc;
-  }
-  small_product(ta, tb, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc, buf.data(), np);
-}
-
-void gemm_small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  const int64_t ras = ta ? 1 : lda, cas = ta ? lda : 1;
-  const int64_t rbs = tb ? 1 : ldb, cbs = tb ? ldb : 1;  // op(B)[p, j] = b[p·rbs + j·cbs]
-  product_portable<double>(m, n, std::max<int64_t>(k, 0), alpha, a, ras, cas, b, rbs, cbs, beta, c,
-                           ldc);
-}
-
 void gemm_small_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                         float* c, int64_t ldc, const GemmBatch& bt, bool round_bf16) {
   if (bt.n0 <= 0 || bt.n1 <= 0 || m <= 0 || n <= 0) return;
-  const int64_t count = bt.n0 * bt.n1, kk = std::max<int64_t>(k, 0);
+  const int64_t count = bt.n0 * bt.n1, kk = std::max<int64_t>(k, 0), l = lanes();
+  const int64_t np = (n + l - 1) / l * l;
+  // Stored A is [ar, ac], stored B [br, bc]; rounded, they are copied dense.
+  const int64_t ar = ta ? kk : m, ac = ta ? m : kk, br = tb ? n : kk, bc = tb ? kk : n;
   auto run = [&](int64_t t0, int64_t t1) {
+    // (grow to the largest packed B and rounded operands once per thread, then no allocation)
+    thread_local std::vector<float> buf, a16, b16;
+    const size_t need = tb || np != n ? static_cast<size_t>(kk * np) : 0;
+    if (buf.size() < need) buf.resize(need);
+    if (round_bf16 && a16.size() < static_cast<size_t>(ar * ac))
+      a16.resize(static_cast<size_t>(ar * ac));
+    if (round_bf16 && b16.size() < static_cast<size_t>(br * bc))
+      b16.resize(static_cast<size_t>(br * bc));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i = t / bt.n1, j = t % bt.n1;
-      gemm_small(ta, tb, m, n, kk, alpha, a + i * bt.sa0 + j * bt.sa1, lda,
-                 b + i * bt.sb0 + j * bt.sb1, ldb, beta, c + i * bt.sc0 + j * bt.sc1, ldc,
-                 round_bf16);
+      const float* at = a + i * bt.sa0 + j * bt.sa1;
+      const float* bt_ = b + i * bt.sb0 + j * bt.sb1;
+      int64_t la = lda, lb = ldb;
+      if (round_bf16) {
+        detail::round_rows_to_bf16(at, ar, ac, lda, a16.data());
+        detail::round_rows_to_bf16(bt_, br, bc, ldb, b16.data());
+        at = a16.data();
+        bt_ = b16.data();
+        la = ac;
+        lb = bc;
+      }
+      small_product(ta, tb, m, n, kk, alpha, at, la, bt_, lb, beta, c + i * bt.sc0 + j * bt.sc1,
+                    ldc, buf.data(), np);
     }
   };
   // C blocks that overlap (a zero C stride) are written in order on this thread.
   const bool overlap = (bt.n0 > 1 && bt.sc0 == 0) || (bt.n1 > 1 && bt.sc1 == 0);
   if (overlap) return run(0, count);
   // About a vectorized operation per 16 multiply-adds, and the packing.
-  parallel_range(count, gemm_small_cost(m, n, kk), run);
-}
-
-double gemm_small_cost(int64_t m, int64_t n, int64_t k) {
-  return (double(m) * double(n) * double(k) / 16.0 + double(k) * double(n)) * kCostSimple;
+  const double cost =
+      (double(m) * double(n) * double(kk) / 16.0 + double(kk) * double(n)) * kCostSimple;
+  parallel_range(count, cost, run);
 }
 
 bool gemm_small_takes(int64_t m, int64_t n, int64_t k) {

@@ -31,18 +31,6 @@ void gemm_small_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                         float* c, int64_t ldc, const GemmBatch& batch, bool round_bf16 = false);
 
-// One product of gemm_small_batched's, on this thread, with the same bits (for an op that runs
-// its own parallel_range over many products and the passes between them: the fused attention).
-void gemm_small(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-                int64_t ldc, bool round_bf16 = false);
-// float64 (gradchecks): the portable path's chains, op(B) read in place.
-void gemm_small(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-                int64_t ldc);
-// parallel_range's cost of one M×N×K product here.
-double gemm_small_cost(int64_t m, int64_t n, int64_t k);
-
 // "avx512", "avx2" or "portable".
 const char* gemm_small_path();
 

@@ -1,8 +1,7 @@
 // gemm_small_batched, gemm_batched<float>'s path for small products (attention's heads): right
 // against a double loop for every transpose case, odd sizes and padded strides, alpha and beta
 // (beta 0 never reads C); summed in exactly the documented order of the path in use; the same
-// bits on any number of threads; and what gemm_batched<float> sends there. Also the single float64
-// product (kernels::gemm_small) that the fused attention runs at float64.
+// bits on any number of threads; and what gemm_batched<float> sends there.
 
 #include <gtest/gtest.h>
 
@@ -158,41 +157,6 @@ TEST(SmallGemm, SumsInTheDocumentedOrder) {
                       << " (" << kernels::gemm_small_path() << ")";
                 }
         }
-}
-
-// The float64 product (the fused attention's heads in the gradchecks), op(B) read in place in
-// every transpose case with padded strides: the portable order bit for bit, s = s + a·b over p
-// from 0, then alpha·s (C not read) or alpha·s + beta·c.
-TEST(SmallGemm, Float64SumsInThePortableOrderInEveryTransposeCase) {
-  const int64_t m = 5, n = 7, k = 9;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true})
-      for (double beta : {0.0, 0.5}) {
-        const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 1;
-        std::vector<double> a((ta ? k : m) * lda), b((tb ? n : k) * ldb), c(m * ldc, -0.7);
-        for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37 * double(i + 1));
-        for (size_t i = 0; i < b.size(); ++i) b[i] = std::sin(0.11 * double(i + 1));
-        if (beta == 0.0)
-          for (int64_t r = 0; r < m; ++r) c[size_t(r * ldc)] = std::nan("");  // must not be read
-        std::vector<double> out = c;
-        kernels::gemm_small(ta, tb, m, n, k, 0.3, a.data(), lda, b.data(), ldb, beta, out.data(),
-                            ldc);
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t q = 0; q < n; ++q) {
-            double s = 0;
-            for (int64_t p = 0; p < k; ++p) {
-              const double t = a[size_t(ta ? p * lda + r : r * lda + p)] *
-                               b[size_t(tb ? q * ldb + p : p * ldb + q)];
-              s = s + t;
-            }
-            const double t = 0.3 * s, want = beta == 0.0 ? t : t + beta * c[size_t(r * ldc + q)];
-            const double got = out[size_t(r * ldc + q)];
-            ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
-                << "ta " << ta << " tb " << tb << " beta " << beta << " C[" << r << ", " << q
-                << "] = " << got << ", want " << want;
-          }
-        EXPECT_EQ(out[size_t(ldc - 1)], -0.7);  // the padding column is not written
-      }
 }
 
 // A batch big enough to be split over the pool (attention's 64 rows × 4 heads of 16×16×16) gives
