@@ -2,7 +2,7 @@
 // same bits on 1 and 2 threads, forward and backward, for the row-split ops (layer norm, fused
 // residual + layer norm with and without dropout, softmax, log-softmax, cross-entropy,
 // attention's softmax, the embedding's rows), the fused residual dropout, attention's
-// head products (kernels::gemm_small_batched: each head on one thread), the
+// head products (kernels::gemm_small_batched: each head on one thread) and dropout, the
 // elementwise ops and activations, and the sums over rows split by columns (bias gradients, the
 // embedding's gradient) or into fixed blocks (layer norm's dγ and dβ, sum_squares).
 #include <gtest/gtest.h>
@@ -49,7 +49,8 @@ std::vector<float> run_graph() {
   Var dr = dropout(ln, 0.1, true, drop);
   auto heads = [](const Var& v) { return reshape(v, {B, T, C}); };
   const Mask causal = Mask::causal(T);
-  Var att = attention(heads(dr), heads(h), heads(t), H, &causal);
+  // with dropout on the weights (its passes split over the rows)
+  Var att = attention(heads(dr), heads(h), heads(t), H, &causal, nullptr, 0.1, &drop);
   std::vector<int32_t> targets(static_cast<size_t>(R));
   for (int64_t i = 0; i < R; ++i) targets[size_t(i)] = i % 7 == 0 ? -100 : int32_t(i * 31 % C);
   CrossEntropyOptions ce;
