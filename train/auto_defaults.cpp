@@ -43,11 +43,11 @@ ModelConfig rung_config(const Rung& r) {
   return c;
 }
 
-// Label tokens of each batch: the data in about 64 batches or more, between 512 and 4096
-// positions, a multiple of 256.
+// Label tokens of each batch: the data in about 64 batches or more, between 512 and
+// kMaxBatchTokens positions, a multiple of 256.
 int64_t batch_tokens_for(int64_t label_tokens) {
   const int64_t b = label_tokens / 64 / 256 * 256;
-  return std::clamp<int64_t>(b, 512, 4096);
+  return std::clamp<int64_t>(b, 512, kMaxBatchTokens);
 }
 
 }  // namespace

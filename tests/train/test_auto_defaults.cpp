@@ -34,6 +34,7 @@ TEST(AutoDefaults, ModelGrowsWithTheBudgetAndStaysSmallForLittleData) {
   const AutoChoice half_hour = choose_auto(input(700'000, 1800));
   const AutoChoice day = choose_auto(input(700'000, 86400));
   EXPECT_GT(half_hour.model.d_model, 64);
+  EXPECT_EQ(half_hour.batch_tokens, 2048) << "700,000 label tokens fill 64 batches of the largest";
   EXPECT_GT(day.model.d_model, half_hour.model.d_model);
   EXPECT_GE(day.model.n_encoder_layers, half_hour.model.n_encoder_layers);
   const AutoChoice one_thread = choose_auto(input(700'000, 1800, 1));
@@ -44,7 +45,7 @@ TEST(AutoDefaults, ModelGrowsWithTheBudgetAndStaysSmallForLittleData) {
     EXPECT_GE(c->warmup, 1);
     EXPECT_LE(c->warmup, 400);
     EXPECT_GE(c->batch_tokens, 512);
-    EXPECT_LE(c->batch_tokens, 4096);
+    EXPECT_LE(c->batch_tokens, kMaxBatchTokens);
     EXPECT_NE(c->summary.find("d_model"), std::string::npos);
   }
   // Every rung above the smallest is chosen only when the budget trains it on enough tokens,
