@@ -165,6 +165,35 @@ void parallel_range(int64_t n, double cost, F&& f) {
   parallel_for(chunks, task, idle_between_ops());
 }
 
+// d[j] += Σ_i f(i, j) over rows i < R in increasing i, for each column j < C: split by blocks of
+// 64 columns over the pool, so each column is summed in the same order on any number of
+// threads. cost is per element (as parallel_range's). The running sums of a block live in a
+// local array while the rows pass (d may alias what f reads, as far as the compiler knows, so
+// summing in d itself would store and reload every element instead of vectorizing across
+// columns); a block of exactly 64 has a constant trip count, which the compiler keeps in
+// registers (faster than a variable-length block, and splitting in whole blocks faster than in
+// ranges of columns: docs/performance.md).
+// They start from d[j] and add the same terms in the same order, so the bits are those of
+// d[j] += ….
+template <typename T, typename F>
+void add_column_sums(T* d, int64_t rows, int64_t cols, double cost, F&& f) {
+  constexpr int64_t kBlock = 64;
+  const int64_t units = (cols + kBlock - 1) / kBlock;
+  parallel_range(units, double(rows) * double(kBlock) * cost, [&](int64_t u0, int64_t u1) {
+    T acc[kBlock];
+    auto block = [&](int64_t b, auto n) {
+      for (int64_t u = 0; u < n; ++u) acc[u] = d[b + u];
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t u = 0; u < n; ++u) acc[u] += f(i, b + u);
+      for (int64_t u = 0; u < n; ++u) d[b + u] = acc[u];
+    };
+    const int64_t j1 = std::min(cols, u1 * kBlock);
+    int64_t b = u0 * kBlock;
+    for (; b + kBlock <= j1; b += kBlock) block(b, std::integral_constant<int64_t, kBlock>{});
+    if (b < j1) block(b, j1 - b);
+  });
+}
+
 // Per row of C: y = softmax(x) with max subtraction; a row that is entirely -inf gives
 // zeros. In place is allowed (y == x).
 template <typename T>
@@ -219,45 +248,6 @@ void rows_with_column_sums(int64_t rows, int64_t cols, double cost, T* const (&d
         for (int64_t j = j0; j < j1; ++j) d[k][j] += p[j];
       }
     }
-  });
-}
-
-// d[j] += Σ_i f(i, j) over rows i < R, for each column j < C, with bits that never depend on the
-// thread count. cost is per element (as parallel_range's).
-// More than 64 columns: in increasing i, split by blocks of 64 columns over the pool, so each
-// column is summed in the same order on any number of threads. The running sums of a block live
-// in a local array while the rows pass (d may alias what f reads, as far as the compiler knows,
-// so summing in d itself would store and reload every element instead of vectorizing across
-// columns); a block of exactly 64 has a constant trip count, which the compiler keeps in
-// registers (faster than a variable-length block, and splitting in whole blocks faster than in
-// ranges of columns: docs/performance.md). They start from d[j] and add the same terms in the
-// same order, so the bits are those of d[j] += ….
-// At most 64 columns (a d64 model's bias) are one block, which would leave every other thread
-// idle: there the rows go in rows_with_column_sums' fixed blocks of kSumRows (each block summed
-// from zero in increasing i, then the blocks added to d[j] in order), split over the pool by rows.
-template <typename T, typename F>
-void add_column_sums(T* d, int64_t rows, int64_t cols, double cost, F&& f) {
-  constexpr int64_t kBlock = 64;
-  const int64_t units = (cols + kBlock - 1) / kBlock;
-  if (units == 1 && rows > kSumRows) {
-    T* const sums[1] = {d};
-    rows_with_column_sums(rows, cols, double(cols) * cost, sums, [&](int64_t i, T* part) {
-      for (int64_t j = 0; j < cols; ++j) part[j] += f(i, j);
-    });
-    return;
-  }
-  parallel_range(units, double(rows) * double(kBlock) * cost, [&](int64_t u0, int64_t u1) {
-    T acc[kBlock];
-    auto block = [&](int64_t b, auto n) {
-      for (int64_t u = 0; u < n; ++u) acc[u] = d[b + u];
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t u = 0; u < n; ++u) acc[u] += f(i, b + u);
-      for (int64_t u = 0; u < n; ++u) d[b + u] = acc[u];
-    };
-    const int64_t j1 = std::min(cols, u1 * kBlock);
-    int64_t b = u0 * kBlock;
-    for (; b + kBlock <= j1; b += kBlock) block(b, std::integral_constant<int64_t, kBlock>{});
-    if (b < j1) block(b, j1 - b);
   });
 }
 

@@ -379,32 +379,6 @@ TEST(Kernels, ColumnSumsAreTheRowsInOrder) {
   kernels::gemm_nt_rowwise_set_threads(0);
 }
 
-// At most 64 columns (one block, which could not be split over threads) add_column_sums sums
-// the rows in fixed blocks of kSumRows, each from zero in increasing i, and adds the blocks to
-// d[j] in order: exactly those bits on 1 and 2 threads, with a last block that is not full.
-TEST(Kernels, NarrowColumnSumsAddRowBlocksInOrder) {
-  const int64_t rows = 300;
-  for (int64_t cols : {64, 40}) {
-    const std::vector<float> a = filled<float>(rows * cols, 0.37);
-    auto f = [&](int64_t i, int64_t j) { return a[size_t(i * cols + j)] * 1.5f; };
-    std::vector<float> want = filled<float>(cols, 0.9);
-    for (int64_t b0 = 0; b0 < rows; b0 += kernels::kSumRows) {
-      std::vector<float> part(size_t(cols), 0.f);
-      for (int64_t i = b0; i < std::min(rows, b0 + kernels::kSumRows); ++i)
-        for (int64_t j = 0; j < cols; ++j) part[size_t(j)] += f(i, j);
-      for (int64_t j = 0; j < cols; ++j) want[size_t(j)] += part[size_t(j)];
-    }
-    for (int threads : {1, 2}) {
-      kernels::gemm_nt_rowwise_set_threads(threads);
-      std::vector<float> got = filled<float>(cols, 0.9);
-      kernels::add_column_sums(got.data(), rows, cols, 2.0, f);
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
-          << "cols " << cols << ", " << threads << " threads";
-    }
-  }
-  kernels::gemm_nt_rowwise_set_threads(0);
-}
-
 // rows_with_column_sums runs each row once and sums each block of kSumRows rows from zero in
 // increasing i, then adds the blocks to d in order: exactly those bits on 1 and 2 threads, with
 // a last block that is not full; a null d[k] is left out.
