@@ -13,6 +13,7 @@ namespace seqtape::faults {
 namespace {
 
 constexpr const char* kChosen = "chosen for the data and the budget";
+constexpr const char* kBf16Products = "matmul: bf16 operands";
 
 struct Trained {
   CliResult result;
@@ -68,38 +69,35 @@ TEST(AutoCli, AModelFlagPresetOrStepBudgetKeepsTheDefaults) {
     EXPECT_EQ(t.result.out.find(kChosen), std::string::npos) << extra[2] << "\n" << t.result.out;
     EXPECT_DOUBLE_EQ(t.config.at("dropout").get<double>(), 0.0) << extra[2];
     EXPECT_DOUBLE_EQ(t.record.at("optimizer").at("label_smoothing").get<double>(), 0.0);
+    // nor is the precision chosen: float32 products, as before
+    EXPECT_EQ(t.result.out.find("precision chosen"), std::string::npos) << extra[2];
+    EXPECT_EQ(t.result.out.find(kBf16Products), std::string::npos) << extra[2];
   }
 }
 
 // With neither --precision nor --matmul, a chosen model multiplies in bf16 where the CPU has
-// bfloat16 units, and says which precision it chose and why; a pinned precision or a model flag
-// keeps float32.
+// bfloat16 units, and says which precision it chose and why; a pinned precision or matmul keeps
+// float32 (a model flag too: AModelFlagPresetOrStepBudgetKeepsTheDefaults).
 TEST(AutoCli, TheChosenModelMultipliesInBf16WhereTheCpuHasTheUnits) {
   TempDir dir("auto_cli_precision");
   write_small_copy_task(dir, 40, 5);
   using kernels::Precision;
   const bool units =
       kernels::matmul_problem(kernels::MatmulBackend::OneDNN, Precision::BF16).empty();
-  const std::string bf16_products = "matmul: bf16 operands";
   const Trained t = train_copy(dir, "auto", {"--time-limit", "1s"});
   ASSERT_EQ(t.result.exit_code, 0) << t.result.out << t.result.err;
   EXPECT_NE(t.result.out.find(units ? "precision chosen: bf16 products"
                                     : "precision chosen: float32, as bf16 cannot run here"),
             std::string::npos)
       << t.result.out;
-  EXPECT_EQ(t.result.out.find(bf16_products) != std::string::npos, units) << t.result.out;
+  EXPECT_EQ(t.result.out.find(kBf16Products) != std::string::npos, units) << t.result.out;
 
-  const std::vector<std::vector<std::string>> kept = {
-      {"--time-limit", "1s", "--precision", "f32"},
-      {"--time-limit", "1s", "--matmul", "openblas"},
-      {"--time-limit", "1s", "--d-model", "32"},
-  };
-  int i = 0;
-  for (const auto& extra : kept) {
-    const Trained k = train_copy(dir, "kept" + std::to_string(i++), extra);
+  for (const char* pinned : {"--precision=f32", "--matmul=openblas"}) {
+    const Trained k = train_copy(dir, "pinned", {"--time-limit", "1s", pinned, "--overwrite"});
     ASSERT_EQ(k.result.exit_code, 0) << k.result.err;
-    EXPECT_EQ(k.result.out.find("precision chosen"), std::string::npos) << extra[2];
-    EXPECT_EQ(k.result.out.find(bf16_products), std::string::npos) << extra[2];
+    EXPECT_NE(k.result.out.find(kChosen), std::string::npos) << pinned;
+    EXPECT_EQ(k.result.out.find("precision chosen"), std::string::npos) << pinned;
+    EXPECT_EQ(k.result.out.find(kBf16Products), std::string::npos) << pinned;
   }
 }
 
