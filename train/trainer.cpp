@@ -826,7 +826,7 @@ struct MatmulChoice {
 };
 
 // A run whose model the data and the budget choose, with no --precision or --matmul given,
-// multiplies in bf16 where the CPU has bfloat16 units: the same loss per step as float32 (weights,
+// multiplies in bf16 where the CPU has bfloat16 units: about float32's loss per step (weights,
 // optimizer, norms and loss stay float32) and more steps in the budget, so a better model. On a
 // CPU without them it trains in float32 and the note says why. Chosen again on --resume (the
 // precision is not among the options a resume keeps).
