@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include "model/memory_budget.h"
 #include "tensor/tensor.h"
+#include "train/optim.h"
 #include "train/trainer.h"
 
 namespace seqtape {
@@ -70,24 +72,39 @@ AutoChoice choose_auto(const AutoInput& in) {
     c.epochs = seen / tokens;
   }
   c.batch_tokens = batch_tokens_for(in.label_tokens);
-  const double steps =
-      c.epochs * tokens / (kLabelShareOfBatch * static_cast<double>(c.batch_tokens));
+  const int64_t batch = in.batch_tokens > 0 ? in.batch_tokens : c.batch_tokens;
+  const double steps = c.epochs * tokens / (kLabelShareOfBatch * static_cast<double>(batch));
   c.warmup = std::clamp<int64_t>(static_cast<int64_t>(0.05 * steps), 1, kMaxWarmup);
   char buf[400];
   std::snprintf(buf, sizeof buf,
                 "model and schedule chosen for the data and the budget (no --preset, --config or "
                 "model flag given): d_model %lld, %lld heads, %lld+%lld layers, FFN %lld, dropout "
                 "0.1; %lld examples, %lld label tokens, about %.0f passes in %.0f s on %d "
-                "thread(s); --batch-tokens %lld, --label-smoothing 0.1, --warmup %lld, "
-                "--schedule wsd (pin any of them by giving it)",
+                "thread(s)",
                 static_cast<long long>(c.model.d_model), static_cast<long long>(c.model.n_heads),
                 static_cast<long long>(c.model.n_encoder_layers),
                 static_cast<long long>(c.model.n_decoder_layers),
                 static_cast<long long>(c.model.d_ff), static_cast<long long>(in.examples),
-                static_cast<long long>(in.label_tokens), c.epochs, in.seconds, in.threads,
-                static_cast<long long>(c.batch_tokens), static_cast<long long>(c.warmup));
+                static_cast<long long>(in.label_tokens), c.epochs, in.seconds, in.threads);
   c.summary = buf;
   return c;
+}
+
+std::string auto_settings(const TrainOptions& o) {
+  const AutoFill& f = o.auto_fill;
+  auto item = [](const std::string& flag, const std::string& value, bool chosen) {
+    return flag + " " + value + (chosen ? "" : " (given)");
+  };
+  char ls[32];
+  std::snprintf(ls, sizeof ls, "%g", o.label_smoothing);
+  const std::string batch = o.batch_tokens > 0
+                                ? item("--batch-tokens", std::to_string(o.batch_tokens), f.batch)
+                                : item("--batch", std::to_string(o.batch), f.batch);
+  return batch + ", " + item("--label-smoothing", ls, f.label_smoothing) + ", " +
+         item("--warmup", std::to_string(o.schedule.warmup), f.warmup) + ", " +
+         item("--schedule", schedule_name(o.schedule.kind), f.schedule) +
+         (f.batch || f.label_smoothing || f.warmup || f.schedule ? " (give any of them to pin it)"
+                                                                 : "");
 }
 
 void apply_auto(TrainOptions& o, const AutoChoice& c) {

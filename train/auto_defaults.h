@@ -41,6 +41,8 @@ struct AutoInput {
   double seconds = 0;        // the time budget
   int threads = 1;
   bool bf16 = false;  // products in bfloat16 (--precision bf16)
+  // --batch-tokens when given (0: chosen), for the estimate of the steps that sets the warmup
+  int64_t batch_tokens = 0;
 };
 
 struct AutoChoice {
@@ -66,6 +68,10 @@ struct TrainOptions;
 
 // Fills what o.auto_fill leaves to the data (the training pairs' label tokens) and o.time_limit.
 void apply_auto(TrainOptions& o, const AutoChoice& c);
+
+// The training settings the defaults fill, as o holds them after apply_auto (or
+// apply_auto_record), each given one marked "(given)": the second half of the log's line.
+std::string auto_settings(const TrainOptions& o);
 
 // Fills what o.auto_fill leaves open from the record a run stored in its checkpoint (the
 // checkpoint's "run" object), so that a resumed run keeps the choice it was started with.

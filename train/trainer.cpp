@@ -350,9 +350,10 @@ void fill_auto(TrainOptions& o, bool bf16, std::ostream& log) {
   in.seconds = o.time_limit;
   in.threads = kernels::blas_num_threads();
   in.bf16 = bf16;
+  if (!o.auto_fill.batch) in.batch_tokens = o.batch_tokens;
   const AutoChoice c = choose_auto(in);
   apply_auto(o, c);
-  log << c.summary << "\n";
+  log << c.summary << "; " << auto_settings(o) << "\n";
 }
 
 // Weights, optimizer, dropout generator, data order and step from the checkpoint.

@@ -123,5 +123,32 @@ TEST(AutoDefaults, ResumeKeepsTheChoiceOfTheFirstBudget) {
   EXPECT_EQ(record_of(ckpt).at("model"), first.at("model"));
 }
 
+// The log's line names the settings the run trains with: one the user gave (here
+// --batch-tokens) as given, not the value the defaults would have chosen, and the warmup
+// estimated from the given batch's steps.
+TEST(AutoDefaults, TheLogNamesTheSettingsTheRunUsesAndWhichWereGiven) {
+  AutoRun r;
+  r.o.time_limit = 0.3;
+  r.o.auto_fill.batch = false;
+  r.o.batch_tokens = 96;
+  std::ostringstream log;
+  train(r.o, log);
+  AutoInput in{0, 0, r.o.time_limit, 1, false};
+  std::ifstream data(r.o.data);
+  for (std::string line; std::getline(data, line); ++in.examples)  // ASCII targets: a token a byte
+    in.label_tokens += static_cast<int64_t>(line.size() - line.find('\t') - 1) + 1;
+  const AutoChoice chosen = choose_auto(in);
+  in.batch_tokens = 96;
+  const AutoChoice given = choose_auto(in);
+  ASSERT_NE(chosen.batch_tokens, 96) << "the test needs a batch the defaults would not choose";
+  EXPECT_NE(chosen.warmup, given.warmup) << "the warmup follows the steps of the given batch";
+  const std::string line = "--batch-tokens 96 (given), --label-smoothing 0.1, --warmup " +
+                           std::to_string(given.warmup) + ", --schedule wsd";
+  EXPECT_NE(log.str().find(line), std::string::npos) << log.str();
+  const nlohmann::json rec = record_of((fs::path(r.o.out_dir) / "checkpoint.bin").string());
+  EXPECT_EQ(rec.at("optimizer").at("warmup").get<int64_t>(), given.warmup);
+  EXPECT_EQ(rec.at("optimizer").at("batch_tokens").get<int64_t>(), 96);
+}
+
 }  // namespace
 }  // namespace seqtape
