@@ -90,6 +90,15 @@ struct AutoRun {
   ~AutoRun() { fs::remove_all(dir); }
 };
 
+// What fill_auto gives choose_auto for a run on `data` (one thread, float32).
+AutoInput input_of(const std::string& data, double seconds) {
+  AutoInput in{0, 0, seconds, 1, false};
+  std::ifstream f(data);
+  for (std::string line; std::getline(f, line); ++in.examples)  // ASCII targets: a token a byte
+    in.label_tokens += static_cast<int64_t>(line.size() - line.find('\t') - 1) + 1;
+  return in;
+}
+
 nlohmann::json record_of(const std::string& ckpt) {
   return nlohmann::json::parse(load_checkpoint(ckpt).metrics_json).at("run");
 }
@@ -111,10 +120,7 @@ TEST(AutoDefaults, ResumeKeepsTheChoiceOfTheFirstBudget) {
   TrainOptions again = r.o;
   again.resume = true;
   again.time_limit = 1.5;  // another budget, whose own estimate gives another warmup
-  AutoInput in{0, 0, again.time_limit, 1, false};
-  std::ifstream data(r.o.data);
-  for (std::string line; std::getline(data, line); ++in.examples)  // ASCII targets: a token a byte
-    in.label_tokens += static_cast<int64_t>(line.size() - line.find('\t') - 1) + 1;
+  const AutoInput in = input_of(r.o.data, again.time_limit);
   ASSERT_NE(first.at("optimizer").at("warmup").get<int64_t>(), choose_auto(in).warmup)
       << "the test needs budgets whose warmups differ";
   std::ostringstream log2;
@@ -133,10 +139,7 @@ TEST(AutoDefaults, TheLogNamesTheSettingsTheRunUsesAndWhichWereGiven) {
   r.o.batch_tokens = 96;
   std::ostringstream log;
   train(r.o, log);
-  AutoInput in{0, 0, r.o.time_limit, 1, false};
-  std::ifstream data(r.o.data);
-  for (std::string line; std::getline(data, line); ++in.examples)  // ASCII targets: a token a byte
-    in.label_tokens += static_cast<int64_t>(line.size() - line.find('\t') - 1) + 1;
+  AutoInput in = input_of(r.o.data, r.o.time_limit);
   const AutoChoice chosen = choose_auto(in);
   in.batch_tokens = 96;
   const AutoChoice given = choose_auto(in);
