@@ -69,8 +69,8 @@ struct TrainOptions;
 // Fills what o.auto_fill leaves to the data (the training pairs' label tokens) and o.time_limit.
 void apply_auto(TrainOptions& o, const AutoChoice& c);
 
-// The training settings the defaults fill, as o holds them after apply_auto (or
-// apply_auto_record), each given one marked "(given)": the second half of the log's line.
+// The training settings the defaults fill, as o holds them after apply_auto, each given one
+// marked "(given)": the second half of the log's line (fill_auto in trainer.cpp).
 std::string auto_settings(const TrainOptions& o);
 
 // Fills what o.auto_fill leaves open from the record a run stored in its checkpoint (the
