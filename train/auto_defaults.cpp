@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 #include "model/memory_budget.h"
@@ -92,19 +93,19 @@ AutoChoice choose_auto(const AutoInput& in) {
 
 std::string auto_settings(const TrainOptions& o) {
   const AutoFill& f = o.auto_fill;
-  auto item = [](const std::string& flag, const std::string& value, bool chosen) {
-    return flag + " " + value + (chosen ? "" : " (given)");
+  std::ostringstream s;
+  auto item = [&s](const char* flag, const auto& value, bool chosen) {
+    s << flag << ' ' << value << (chosen ? "" : " (given)");
   };
-  char ls[32];
-  std::snprintf(ls, sizeof ls, "%g", o.label_smoothing);
-  const std::string batch = o.batch_tokens > 0
-                                ? item("--batch-tokens", std::to_string(o.batch_tokens), f.batch)
-                                : item("--batch", std::to_string(o.batch), f.batch);
-  return batch + ", " + item("--label-smoothing", ls, f.label_smoothing) + ", " +
-         item("--warmup", std::to_string(o.schedule.warmup), f.warmup) + ", " +
-         item("--schedule", schedule_name(o.schedule.kind), f.schedule) +
-         (f.batch || f.label_smoothing || f.warmup || f.schedule ? " (give any of them to pin it)"
-                                                                 : "");
+  if (o.batch_tokens > 0)
+    item("--batch-tokens", o.batch_tokens, f.batch);
+  else
+    item("--batch", o.batch, f.batch);
+  item(", --label-smoothing", o.label_smoothing, f.label_smoothing);
+  item(", --warmup", o.schedule.warmup, f.warmup);
+  item(", --schedule", schedule_name(o.schedule.kind), f.schedule);
+  if (f.batch || f.label_smoothing || f.warmup || f.schedule) s << " (give any of them to pin it)";
+  return s.str();
 }
 
 void apply_auto(TrainOptions& o, const AutoChoice& c) {
