@@ -562,7 +562,9 @@ struct Server::Impl {
 
   // A connection, from its accept to its close: at most max_client_connections open per client
   // address (more: 503 at once), then its requests one at a time, each read in full within the
-  // request deadline (RequestReader) before httplib routes it.
+  // request deadline (RequestReader) before httplib routes it. The connection's place goes back
+  // before the close that ends its last answer, so that the client's next connection, opened
+  // when it sees that close, is not counted with this one.
   void serve_connection(int sock) {
     std::string ip;
     int port = 0;
@@ -574,6 +576,7 @@ struct Server::Impl {
     }
     const HttpReadLimits limits{opt.max_head_bytes, opt.limits.max_body_bytes, opt.read_timeout_ms,
                                 opt.request_timeout_ms};
+    bool refusal = true;
     if (open > opt.max_client_connections) {
       const auto start = std::chrono::steady_clock::now();
       const std::string id = random_hex(8);
@@ -583,17 +586,27 @@ struct Server::Impl {
                                         " at most per client); try again later",
                                     true, id));
       refused(ip, id, 503, {}, start);
+    } else {
+      refusal = serve_requests(sock, ip, limits);
+    }
+    {
+      std::lock_guard<std::mutex> l(clients_m);
+      if (--clients[ip] == 0) clients.erase(ip);
+    }
+    if (refusal) {
       lingering_close(sock);
     } else {
-      serve_requests(sock, ip, limits);
+      ::shutdown(sock, SHUT_RDWR);
+      ::close(sock);
     }
-    std::lock_guard<std::mutex> l(clients_m);
-    if (--clients[ip] == 0) clients.erase(ip);
   }
 
-  void serve_requests(int sock, const std::string& ip, const HttpReadLimits& limits) {
+  // Serves the connection's requests; true when it ends with a request refused before it was
+  // parsed, whose client may still be sending (the caller then closes it lingering).
+  bool serve_requests(int sock, const std::string& ip, const HttpReadLimits& limits) {
     tl_client_fd = sock;
     RequestReader reader(sock, limits, [this] { return stopping.load(); });
+    bool refusal = false;
     for (size_t count = kKeepAliveRequests; count > 0; --count) {
       // Waits for the next request in slices, so that stop() is not held up by idle clients.
       bool next = false;
@@ -612,17 +625,15 @@ struct Server::Impl {
           send_all(sock, error_response(e.status, e.field, e.what(), e.status == 503, id));
           refused(ip, id, e.status, reader.method_and_path(), start);
         }
-        lingering_close(sock);
-        tl_client_fd = -1;
-        return;
+        refusal = true;
+        break;
       }
       CanonicalStream strm(sock, std::move(request), opt.write_timeout_ms);
       bool closed = false;
       if (!http.process(strm, count == 1 || !http.listening(), closed) || closed) break;
     }
     tl_client_fd = -1;
-    ::shutdown(sock, SHUT_RDWR);
-    ::close(sock);
+    return refusal;
   }
 
   // The scheduler refused a job.

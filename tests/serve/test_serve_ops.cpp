@@ -348,6 +348,27 @@ TEST(ServeOps, RefusalsBeforeParsingAreLoggedAndCounted) {
   }
 }
 
+// A client allowed one connection at a time that opens the next as soon as the last one's
+// answer has ended (the server's close) is never told it has too many open: the server gives
+// the connection's place back before it closes, on the answered path and on the refused one
+// (which lingers to drain what the client still sends).
+TEST(ServeOps, AClosedConnectionNoLongerCountsAgainstItsClient) {
+  serve::ServerOptions o = ops_options();
+  o.max_client_connections = 1;
+  RunningServer srv(f15(), o);
+  const std::string answered = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string refused = "GET /nowhere HTTP/1.1\r\nContent-Length: x\r\n\r\n";
+  for (int i = 0; i < 300; ++i) {
+    const bool ok = i % 2 == 0;
+    serve_test::RawSocket s(srv.port, 5000);
+    ASSERT_TRUE(s.ok() && s.send_all(ok ? answered : refused));
+    const std::string answer = s.read_all();
+    ASSERT_EQ(answer.rfind(ok ? "HTTP/1.1 200" : "HTTP/1.1 400", 0), 0u)
+        << "connection " << i << ":\n"
+        << answer;
+  }
+}
+
 TEST(ServeOps, KeyMatchingAndTheKeyFile) {
   const std::vector<std::string> keys = {"abc", "sk-0123456789"};
   EXPECT_TRUE(serve::key_matches(keys, "abc"));
