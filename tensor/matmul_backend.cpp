@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -352,27 +353,30 @@ OneDnn& onednn() {
   return instance;
 }
 
-// x[0..n) rounded to bf16 by the CPU's own conversion (VCVTNEPS2BF16: nearest even, NaN kept,
-// subnormals to zero; round_to_bf16 is the same in C++). The bf16 path runs only on CPUs
-// oneDNN found bf16 units on (onednn_info().bf16), which all have this instruction.
-__attribute__((target("avx512f,avx512bf16"))) void floats_to_bf16(const float* x, int64_t n,
-                                                                  uint16_t* y) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
-    std::memcpy(y + i, &h, sizeof h);
-  }
-  if (i < n) {
-    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(tail, x + i));
-    std::memcpy(y + i, &h, static_cast<size_t>(n - i) * 2);
-  }
+// The conversions of the bf16 path, each a loop over the rows of a block with the per-vector
+// work inlined (the block's rows are as short as one head's 32 values, or the 10 of a head's
+// scores, so a call per row cost more than its conversion: 9 % of the G2P model's bf16 step on a
+// Zen 5, docs/performance.md). The rounding is the CPU's own conversion (VCVTNEPS2BF16: nearest
+// even, NaN kept, subnormals to zero; round_to_bf16 is the same in C++). The bf16 path runs only
+// on CPUs oneDNN found bf16 units on (onednn_info().bf16), which all have this instruction.
+#define SEQTAPE_BF16_TARGET \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline))
+
+// The first `cnt` lanes (cnt <= 16).
+SEQTAPE_BF16_TARGET inline __mmask16 first_lanes(int64_t cnt) {
+  return static_cast<__mmask16>((1u << cnt) - 1);
 }
 
-// x[0..n) rounded to bf16 as floats_to_bf16 rounds them, widened back to float into y; the
-// lanes of `mask` (a whole vector, or the tail) of one vector.
-__attribute__((target("avx512f,avx512bf16"))) void round_bf16_lanes(const float* x, float* y,
-                                                                    __mmask16 mask) {
+// The lanes of `mask` of one vector of x rounded to bf16, into y.
+SEQTAPE_BF16_TARGET inline void to_bf16_lanes(const float* x, uint16_t* y, __mmask16 mask) {
+  const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
+  __m256i u;
+  std::memcpy(&u, &h, sizeof u);
+  _mm256_mask_storeu_epi16(y, mask, u);
+}
+
+// The lanes of `mask` of one vector of x rounded to bf16 and widened back to float, into y.
+SEQTAPE_BF16_TARGET inline void round_bf16_lanes(const float* x, float* y, __mmask16 mask) {
   // widened by hand, bf16 being a float's high half (in the masked forms: GCC 12 warns that
   // the unmasked ones' undefined pass-through "may be used uninitialized")
   const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
@@ -381,12 +385,43 @@ __attribute__((target("avx512f,avx512bf16"))) void round_bf16_lanes(const float*
   const __m512i w = _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, u), 16);
   _mm512_mask_storeu_ps(y, mask, _mm512_castsi512_ps(w));
 }
-__attribute__((target("avx512f,avx512bf16"))) void floats_round_bf16(const float* x, int64_t n,
-                                                                     float* y) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) round_bf16_lanes(x + i, y + i, 0xffff);
-  if (i < n) round_bf16_lanes(x + i, y + i, static_cast<__mmask16>((1u << (n - i)) - 1));
+
+// One vector's lanes of `mask` of x rounded into y: as bf16 (Out uint16_t) or widened back
+// (Out float).
+template <typename Out>
+SEQTAPE_BF16_TARGET inline void bf16_lanes(const float* x, Out* y, __mmask16 mask) {
+  if constexpr (std::is_same_v<Out, float>)
+    round_bf16_lanes(x, y, mask);
+  else
+    to_bf16_lanes(x, y, mask);
 }
+
+// x [rows, cols] (row stride ld) rounded by bf16_lanes into y [rows, cols], dense (a dense x as
+// one run of rows·cols values).
+template <typename Out>
+SEQTAPE_BF16_TARGET inline void rows_by_lanes(const float* x, int64_t rows, int64_t cols,
+                                              int64_t ld, Out* y) {
+  if (ld == cols || rows == 1) {
+    cols *= rows;
+    rows = 1;
+  }
+  for (int64_t r = 0; r < rows; ++r, x += ld, y += cols) {
+    int64_t i = 0;
+    for (; i + 16 <= cols; i += 16) bf16_lanes(x + i, y + i, 0xffff);
+    if (i < cols) bf16_lanes(x + i, y + i, first_lanes(cols - i));
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void rows_to_bf16(
+    const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* y) {
+  rows_by_lanes(x, rows, cols, ld, y);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void rows_round_bf16(
+    const float* x, int64_t rows, int64_t cols, int64_t ld, float* y) {
+  rows_by_lanes(x, rows, cols, ld, y);
+}
+#undef SEQTAPE_BF16_TARGET
 
 // The batch strides of operand blocks [rows, cols] copied dense and one after the other (a
 // broadcast operand, stride 0, once).
@@ -401,15 +436,15 @@ std::pair<int64_t, int64_t> dense_strides(int64_t rows, int64_t cols, const Gemm
 void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, const GemmBatch& bt,
              int64_t s0, int64_t s1, std::vector<uint16_t>& out) {
   const int64_t n0 = s0 ? bt.n0 : 1, n1 = s1 ? bt.n1 : 1, block = rows * cols;
-  out.resize(static_cast<size_t>(n0 * n1 * block));
+  // grown only: resize to a larger size zero-fills what it adds, even within the capacity, and
+  // the products of a step alternate between sizes (a memset of 1.7 % of the G2P model's step)
+  if (out.size() < static_cast<size_t>(n0 * n1 * block))
+    out.resize(static_cast<size_t>(n0 * n1 * block));
   for (int64_t i = 0; i < n0; ++i)
     for (int64_t j = 0; j < n1; ++j) {
       const float* xb = x + i * s0 + j * s1;
       uint16_t* yb = out.data() + (i * n1 + j) * block;
-      if (ld == cols)
-        floats_to_bf16(xb, block, yb);
-      else
-        for (int64_t r = 0; r < rows; ++r) floats_to_bf16(xb + r * ld, cols, yb + r * cols);
+      rows_to_bf16(xb, rows, cols, ld, yb);
     }
 }
 
@@ -675,7 +710,7 @@ bool detail::gemm_f32_routed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, 
 }
 
 void detail::round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, float* y) {
-  for (int64_t r = 0; r < rows; ++r) floats_round_bf16(x + r * ld, cols, y + r * cols);
+  rows_round_bf16(x, rows, cols, ld, y);
 }
 
 #endif
