@@ -354,11 +354,12 @@ OneDnn& onednn() {
 }
 
 // The conversions of the bf16 path, each a loop over the rows of a block with the per-vector
-// work inlined (the block's rows are as short as one head's 32 values, or the 10 of a head's
-// scores, so a call per row cost more than its conversion: 9 % of the G2P model's bf16 step on a
-// Zen 5, docs/performance.md). The rounding is the CPU's own conversion (VCVTNEPS2BF16: nearest
-// even, NaN kept, subnormals to zero; round_to_bf16 is the same in C++). The bf16 path runs only
-// on CPUs oneDNN found bf16 units on (onednn_info().bf16), which all have this instruction.
+// work inlined: the rows are as short as one head's 32 values, or the 10 of a head's scores, so
+// a call per row added its own cost to every short row (attention's rounding, per head and per
+// product, was 9 % of the samples of the G2P model's bf16 step on a Zen 5: docs/performance.md).
+// The rounding is the CPU's own conversion (VCVTNEPS2BF16: nearest even, NaN kept, subnormals to
+// zero; round_to_bf16 is the same in C++). The bf16 path runs only on CPUs oneDNN found bf16 units
+// on (onednn_info().bf16), which all have this instruction.
 #define SEQTAPE_BF16_TARGET \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline))
 
@@ -437,7 +438,8 @@ void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, const GemmB
              int64_t s0, int64_t s1, std::vector<uint16_t>& out) {
   const int64_t n0 = s0 ? bt.n0 : 1, n1 = s1 ? bt.n1 : 1, block = rows * cols;
   // grown only: resize to a larger size zero-fills what it adds, even within the capacity, and
-  // the products of a step alternate between sizes (a memset of 1.7 % of the G2P model's step)
+  // the products of a step alternate between sizes (memset was 1.7 % of the samples of the G2P
+  // model's bf16 step)
   if (out.size() < static_cast<size_t>(n0 * n1 * block))
     out.resize(static_cast<size_t>(n0 * n1 * block));
   for (int64_t i = 0; i < n0; ++i)
