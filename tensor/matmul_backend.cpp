@@ -368,33 +368,20 @@ SEQTAPE_BF16_TARGET inline __mmask16 first_lanes(int64_t cnt) {
   return static_cast<__mmask16>((1u << cnt) - 1);
 }
 
-// The lanes of `mask` of one vector of x rounded to bf16, into y.
-SEQTAPE_BF16_TARGET inline void to_bf16_lanes(const float* x, uint16_t* y, __mmask16 mask) {
-  const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
-  __m256i u;
-  std::memcpy(&u, &h, sizeof u);
-  _mm256_mask_storeu_epi16(y, mask, u);
-}
-
-// The lanes of `mask` of one vector of x rounded to bf16 and widened back to float, into y.
-SEQTAPE_BF16_TARGET inline void round_bf16_lanes(const float* x, float* y, __mmask16 mask) {
-  // widened by hand, bf16 being a float's high half (in the masked forms: GCC 12 warns that
-  // the unmasked ones' undefined pass-through "may be used uninitialized")
-  const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
-  __m256i u;
-  std::memcpy(&u, &h, sizeof u);
-  const __m512i w = _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, u), 16);
-  _mm512_mask_storeu_ps(y, mask, _mm512_castsi512_ps(w));
-}
-
-// One vector's lanes of `mask` of x rounded into y: as bf16 (Out uint16_t) or widened back
-// (Out float).
+// The lanes of `mask` of one vector of x rounded to bf16 into y: as bf16 (Out uint16_t) or
+// widened back to float (Out float; by hand, bf16 being a float's high half, in the masked forms:
+// GCC 12 warns that the unmasked ones' undefined pass-through "may be used uninitialized").
 template <typename Out>
 SEQTAPE_BF16_TARGET inline void bf16_lanes(const float* x, Out* y, __mmask16 mask) {
-  if constexpr (std::is_same_v<Out, float>)
-    round_bf16_lanes(x, y, mask);
-  else
-    to_bf16_lanes(x, y, mask);
+  const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x));
+  __m256i u;
+  std::memcpy(&u, &h, sizeof u);
+  if constexpr (std::is_same_v<Out, float>) {
+    const __m512i w = _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, u), 16);
+    _mm512_mask_storeu_ps(y, mask, _mm512_castsi512_ps(w));
+  } else {
+    _mm256_mask_storeu_epi16(y, mask, u);
+  }
 }
 
 // x [rows, cols] (row stride ld) rounded by bf16_lanes into y [rows, cols], dense (a dense x as
@@ -402,7 +389,7 @@ SEQTAPE_BF16_TARGET inline void bf16_lanes(const float* x, Out* y, __mmask16 mas
 template <typename Out>
 SEQTAPE_BF16_TARGET inline void rows_by_lanes(const float* x, int64_t rows, int64_t cols,
                                               int64_t ld, Out* y) {
-  if (ld == cols || rows == 1) {
+  if (ld == cols) {
     cols *= rows;
     rows = 1;
   }
