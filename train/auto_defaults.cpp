@@ -76,17 +76,21 @@ AutoChoice choose_auto(const AutoInput& in) {
   const int64_t batch = in.batch_tokens > 0 ? in.batch_tokens : c.batch_tokens;
   const double steps = c.epochs * tokens / (kLabelShareOfBatch * static_cast<double>(batch));
   c.warmup = std::clamp<int64_t>(static_cast<int64_t>(0.05 * steps), 1, kMaxWarmup);
-  char buf[400];
+  char where[64];
+  if (in.ranks > 1)
+    std::snprintf(where, sizeof where, "%d threads of %d ranks", in.threads, in.ranks);
+  else
+    std::snprintf(where, sizeof where, "%d thread(s)", in.threads);
+  char buf[440];
   std::snprintf(buf, sizeof buf,
                 "model and schedule chosen for the data and the budget (no --preset, --config or "
                 "model flag given): d_model %lld, %lld heads, %lld+%lld layers, FFN %lld, dropout "
-                "0.1; %lld examples, %lld label tokens, about %.0f passes in %.0f s on %d "
-                "thread(s)",
+                "0.1; %lld examples, %lld label tokens, about %.0f passes in %.0f s on %s",
                 static_cast<long long>(c.model.d_model), static_cast<long long>(c.model.n_heads),
                 static_cast<long long>(c.model.n_encoder_layers),
                 static_cast<long long>(c.model.n_decoder_layers),
                 static_cast<long long>(c.model.d_ff), static_cast<long long>(in.examples),
-                static_cast<long long>(in.label_tokens), c.epochs, in.seconds, in.threads);
+                static_cast<long long>(in.label_tokens), c.epochs, in.seconds, where);
   c.summary = buf;
   return c;
 }

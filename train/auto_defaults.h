@@ -39,10 +39,11 @@ struct AutoInput {
   int64_t examples = 0;
   int64_t label_tokens = 0;  // of one pass over the training data (targets and end markers)
   double seconds = 0;        // the time budget
-  int threads = 1;
-  bool bf16 = false;  // products in bfloat16 (--precision bf16)
+  int threads = 1;           // of every rank together (a rank is worth at least a thread)
+  bool bf16 = false;         // products in bfloat16 (--precision bf16)
   // --batch-tokens when given (0: chosen), for the estimate of the steps that sets the warmup
   int64_t batch_tokens = 0;
+  int ranks = 1;  // data-parallel ranks (mpirun -np N), for the log line
 };
 
 struct AutoChoice {

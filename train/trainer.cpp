@@ -331,8 +331,10 @@ void refuse_averaged(const Run& run) {
 
 // The values o.auto_fill leaves open: on --resume the run's own, from its checkpoint's record
 // (whatever the time limit is now); otherwise chosen from the training data's label tokens and
-// the time limit (bf16: the products run in bfloat16).
-void fill_auto(TrainOptions& o, bool bf16, std::ostream& log) {
+// the time limit (bf16: the products run in bfloat16) on world_threads, the threads of every
+// rank together: each rank counts at least as much as a thread of one process
+// (docs/performance.md).
+void fill_auto(TrainOptions& o, bool bf16, int world_threads, std::ostream& log) {
   if (!o.auto_fill.any()) return;
   const std::string ckpt = (fs::path(o.out_dir) / "checkpoint.bin").string();
   if (o.resume && fs::exists(ckpt)) {
@@ -348,7 +350,8 @@ void fill_auto(TrainOptions& o, bool bf16, std::ostream& log) {
   for (const TextPair& p : pairs)  // each target and its end marker
     in.label_tokens += static_cast<int64_t>(codec->encode_target(p.target, o.data).size()) + 1;
   in.seconds = o.time_limit;
-  in.threads = kernels::blas_num_threads();
+  in.threads = world_threads;
+  in.ranks = o.comm->size();
   in.bf16 = bf16;
   if (!o.auto_fill.batch) in.batch_tokens = o.batch_tokens;
   const AutoChoice c = choose_auto(in);
@@ -994,7 +997,14 @@ TrainReport train(const TrainOptions& options, std::ostream& log) {
   std::ostream null_log(nullptr);
   std::ostream& out = lead ? log : null_log;
   opt.comm = comm;
-  fill_auto(opt, matmul.precision == kernels::Precision::BF16, out);
+  // Every rank calls this collective, whether or not the defaults choose its model (a rank
+  // started with other options is refused later, by check_ranks_agree): the same sum on every
+  // rank, whatever --threads each was given, so every rank chooses the same model.
+  int world_threads = 0;
+  for (const uint64_t t : comm->allgather(static_cast<uint64_t>(kernels::blas_num_threads()),
+                                          "counting the ranks' threads"))
+    world_threads += static_cast<int>(t);
+  fill_auto(opt, matmul.precision == kernels::Precision::BF16, world_threads, out);
   if (!precision_note.empty()) out << precision_note << "\n";
   Run run = start_run(opt, out);
   if (lead) write_run_files(opt, run, out);

@@ -7,11 +7,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "io/checkpoint.h"
 #include "model/memory_budget.h"
 #include "train/auto_defaults.h"
 #include "train/copy_task.h"
+#include "train/dist.h"
 #include "train/trainer.h"
 
 namespace seqtape {
@@ -70,14 +72,16 @@ TEST(AutoDefaults, TheChoiceIsAFunctionOfItsInputs) {
 struct AutoRun {
   fs::path dir = fs::temp_directory_path() / ("seqtape_test_auto_" + std::to_string(::getpid()));
   TrainOptions o;
-  AutoRun() {
+  explicit AutoRun(int64_t n_train = 64, int64_t max_len = 5,
+                   std::vector<std::string> alphabet = default_copy_alphabet()) {
     fs::remove_all(dir);
     fs::create_directories(dir);
     CopyTaskOptions co;
-    co.n_train = 64;
+    co.n_train = n_train;
     co.n_valid = 6;
-    co.max_len = 5;
+    co.max_len = max_len;
     co.seed = 3;
+    co.alphabet = std::move(alphabet);
     write_copy_task(dir.string(), generate_copy_task(co), co.alphabet);
     o.data = (dir / "train.tsv").string();
     o.valid_data = (dir / "valid.tsv").string();
@@ -151,6 +155,46 @@ TEST(AutoDefaults, TheLogNamesTheSettingsTheRunUsesAndWhichWereGiven) {
   const nlohmann::json rec = record_of((fs::path(r.o.out_dir) / "checkpoint.bin").string());
   EXPECT_EQ(rec.at("optimizer").at("warmup").get<int64_t>(), given.warmup);
   EXPECT_EQ(rec.at("optimizer").at("batch_tokens").get<int64_t>(), 96);
+}
+
+// Rank 0 of two ranks whose collectives change nothing (the other rank's values equal this
+// one's): enough for train() to run one step as rank 0 of a data-parallel job.
+class TwoRanksAlike final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "two ranks alike (test)"; }
+  void start_sum(void*, int64_t, DType) override {}
+  void progress() override {}
+  void wait_all(const std::string&) override {}
+  std::vector<uint64_t> allgather(uint64_t value, const std::string&) override {
+    return {value, value};
+  }
+  void broadcast(std::string&, int, const std::string&, bool) override {}
+  void barrier() override {}
+  [[noreturn]] void abort(int code) override {
+    throw std::runtime_error("abort " + std::to_string(code));
+  }
+};
+
+// Under mpirun the budget's compute is every rank's threads: two ranks of one thread choose the
+// model one process of two threads chooses, here d128 where one thread alone would get d64.
+TEST(AutoDefaults, RanksCountTheirThreadsTogether) {
+  AutoRun r(30'000, 12, {"a", "b", "c", "d", "e", "f", "g", "h"});  // a token a byte (input_of)
+  r.o.time_limit = 1500;
+  AutoInput in = input_of(r.o.data, r.o.time_limit);
+  const AutoChoice one = choose_auto(in);
+  in.threads = 2;
+  const AutoChoice two = choose_auto(in);
+  ASSERT_NE(one.model.d_model, two.model.d_model)
+      << "the test needs a budget where a second thread buys the next model";
+  r.o.comm = std::make_shared<TwoRanksAlike>();
+  r.o.on_step = [](const StepStats&, double) { return true; };  // one step is enough
+  std::ostringstream log;
+  train(r.o, log);
+  const std::string want = "d_model " + std::to_string(two.model.d_model) + ",";
+  EXPECT_NE(log.str().find(want), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("on 2 threads of 2 ranks"), std::string::npos) << log.str();
 }
 
 }  // namespace
