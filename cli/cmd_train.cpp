@@ -222,7 +222,16 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
                "print the time per op kind (forward, backward), optimizer, clipping, data and "
                "allocation as a share of the step");
   CLI::App& dp = *sub.add_option_group(
-      "data-parallel", "under mpirun -np N: every rank trains on 1/N of each global batch");
+      "data-parallel",
+      "--ranks N, or under mpirun -np N: every rank trains on 1/N of each global batch");
+  a.o.ranks = 0;  // chosen (train()), unless given
+  dp.add_option("--ranks", a.o.ranks,
+                "train as N data-parallel ranks that are threads of this process, each with "
+                "1/N of --threads (without mpirun; 2 ranks of 1 thread train small models "
+                "faster than 1 process of 2 threads). 0: 1, except when no model flag is "
+                "given and --time-limit is: then one rank per thread, at most 4")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
   dp.add_option("--bucket-mb", a.bucket_mb, "gradient allreduce bucket size in MiB, in (0, 1024]")
       ->capture_default_str();
   dp.add_flag("--no-overlap", a.no_overlap,
@@ -327,6 +336,10 @@ int run_train(TrainArgs& a) {
   const std::shared_ptr<Communicator> comm = world_communicator();
   comm->set_timeout(a.collective_timeout);
   o.comm = comm;
+  if (o.ranks > 1 && comm->size() > 1)
+    throw UsageError(rank_prefix(*comm) + "--ranks " + std::to_string(o.ranks) +
+                     " cannot be combined with mpirun's " + std::to_string(comm->size()) +
+                     " ranks: give --ranks without mpirun, or mpirun without --ranks");
   if (comm->size() == 1) return train_and_report(a, o);
   // Several ranks: a rank that fails says so, naming itself, and stops the whole job (the
   // others would wait for it in the next collective); rank 0's checkpoint is written atomically

@@ -2,7 +2,8 @@
 // Data-parallel training: the processes of one training run and the collectives the
 // trainer needs between them. `mpirun -np N seqtape train …` gives N ranks over Open MPI
 // (dist_mpi.cpp, built when CMake finds MPI); without mpirun a run is one rank and nothing
-// here talks to anything.
+// here talks to anything. `seqtape train --ranks N` gives N ranks that are threads of this
+// process, summing in shared memory (dist_threads.cpp).
 //
 // Every wait is bounded: a collective that has not completed within the timeout (a rank hung
 // or gone) aborts the whole job with a message naming this rank, the collective and the step.
@@ -24,6 +25,9 @@ class Communicator {
   virtual int size() const = 0;
   // "Open MPI 4.1.4", or "one process".
   virtual std::string describe() const = 0;
+  // True when the ranks are threads of one process (thread_ranks): what belongs to the process
+  // (signal handlers, the BLAS thread count, the matmul route) is then set once, around them.
+  virtual bool shares_process() const { return false; }
   // "rank R of N", how every message of a rank names it.
   std::string who() const {
     return "rank " + std::to_string(rank()) + " of " + std::to_string(size());
@@ -70,6 +74,15 @@ class Communicator {
 
 // The communicator of a process that is the whole run.
 std::shared_ptr<Communicator> single_process();
+
+// n ranks that are threads of this process, one Communicator per rank (each used by its own
+// thread): blocking collectives over shared memory, the sums in rank order so that two ranks
+// give MPI's bits. A collective waits at most the timeout (then every rank stops with an Error
+// naming the one that gave up), except the unbounded ones.
+std::vector<std::shared_ptr<Communicator>> thread_ranks(int n);
+// Wakes every rank of thread_ranks waiting in a collective with an Error saying `why` (a rank's
+// thread failed and will make no more collectives). Does nothing for other communicators.
+void fail_thread_ranks(Communicator& any_rank, const std::string& why);
 
 // True when this binary was built with MPI support.
 bool mpi_built();

@@ -109,6 +109,7 @@ const std::vector<TrainOption> kTrainOptions = {
   // Each process's own: rank 0 alone writes the run; the others' terminals and cores.
   {"--out", "", kFree, kPerProcess, nullptr},
   {"--threads", "", kFree, kPerProcess, nullptr},
+  {"--ranks", "", kFree, kPerProcess, nullptr},
   {"--no-progress", "", kFree, kPerProcess, nullptr},
   {"--anomaly", "", kFree, kPerProcess, nullptr},
   {"--profile", "", kFree, kPerProcess, nullptr},

@@ -6,15 +6,18 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "eval/metric_registry.h"
@@ -490,11 +493,7 @@ Run start_run(const TrainOptions& opt, std::ostream& log) {
   if (run.resuming) resume(run, log);
   if (run.comm->size() > 1) {
     // Dropout masks: rank 0 keeps the run's generator (saved in checkpoints); the others draw
-    // from their own, seeded by rank and starting step.
-    if (!run.lead)
-      run.rng = Rng((opt.seed ^ 0x5eedull) +
-                    0x9E3779B97F4A7C15ull * static_cast<uint64_t>(run.comm->rank()) +
-                    0xBF58476D1CE4E5B9ull * static_cast<uint64_t>(run.step));
+    // from their own, seeded anew at every step (rank_rng), which a resume therefore repeats.
     check_ranks_agree(run);
     run.reducer =
         std::make_unique<GradReducer>(run.params, *run.comm, opt.bucket_bytes, opt.overlap);
@@ -688,6 +687,14 @@ bool after_evaluation(Run& run, const TrainOptions& opt, const EvalResult& ev, s
   return false;
 }
 
+// The dropout generator of rank r > 0 for step s: from the seed, the rank and the step alone,
+// so that an interrupted and resumed run draws what an uninterrupted one draws (rank 0's is the
+// run's own, kept in checkpoints).
+Rng rank_rng(const TrainOptions& opt, int rank, int64_t step) {
+  return Rng((opt.seed ^ 0x5eedull) + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(rank) +
+             0xBF58476D1CE4E5B9ull * static_cast<uint64_t>(step));
+}
+
 Var forward_loss(Run& run, const TrainOptions& opt, const Batch& b) {
   try {
     return run.model->loss(b, run.rng, opt.label_smoothing);
@@ -741,6 +748,7 @@ StepStats train_step(Run& run, const TrainOptions& opt, const TrainingLog& tlog)
       batches[k] = slice_rows(batches[k], rows.first, rows.second);
     }
   }
+  if (!run.lead) run.rng = rank_rng(opt, run.comm->rank(), s.step);
   for (auto& [n, p] : run.params) p.zero_grad();
   s.lr = opt.schedule.at(s.step, budget_fraction(run, opt, s.step));
   s.loss = 0;
@@ -976,9 +984,8 @@ void finish_lead(Run& run, const TrainOptions& opt, TrainingLog& tlog, TrainRepo
         << "\n";
 }
 
-}  // namespace
-
-TrainReport train(const TrainOptions& options, std::ostream& log) {
+// One rank's run (the whole run without data parallelism).
+TrainReport train_rank(const TrainOptions& options, std::ostream& log) {
   TrainOptions opt = options;  // with what opt.auto_fill leaves open filled in (fill_auto)
   check_train_options(opt);
   const std::shared_ptr<Communicator> comm = opt.comm ? opt.comm : single_process();
@@ -986,7 +993,7 @@ TrainReport train(const TrainOptions& options, std::ostream& log) {
   int threads = opt.threads;
   if (threads == 0 && comm->size() > 1)  // the ranks on this machine share its cores
     threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks());
-  if (threads > 0) kernels::blas_set_num_threads(threads);
+  if (threads > 0 && !comm->shares_process()) kernels::blas_set_num_threads(threads);
   std::string precision_note;
   choose_auto_precision(opt, precision_note);
   const MatmulChoice matmul = choose_matmul(opt);
@@ -1021,7 +1028,8 @@ TrainReport train(const TrainOptions& options, std::ostream& log) {
   rep.valid_is_train = run.valid_is_train;
   rep.checkpoint = run.ckpt_path;
   rep.world_size = comm->size();
-  const StopSignals signals;  // SIGINT/SIGTERM: save at the end of the step and stop
+  std::optional<StopSignals> signals;  // SIGINT/SIGTERM: save at the end of the step and stop
+  if (!comm->shares_process()) signals.emplace();  // (thread ranks: train_thread_ranks holds it)
   rep.timed_out = time_spent(run, opt, out);
   run_steps(run, opt, *comm, tlog, rep, out, log);
   if (run.reducer) rep.allreduce = run.reducer->stats();
@@ -1042,6 +1050,118 @@ TrainReport train(const TrainOptions& options, std::ostream& log) {
   if (lead) finish_lead(run, opt, tlog, rep, log);  // rank 0 evaluates and reports
   Tape::current().set_anomaly(false);
   return rep;
+}
+
+// The most ranks train() chooses by itself (ranks 0). Measured on 2 cores only; beyond 4 the
+// ranks' shares of a batch get small and every step waits for the slowest of them.
+constexpr int kMaxChosenRanks = 4;
+
+// Restores the BLAS thread count on leaving.
+class BlasThreads {
+ public:
+  explicit BlasThreads(int n) : prev_(kernels::blas_num_threads()) {
+    kernels::blas_set_num_threads(n);
+  }
+  ~BlasThreads() { kernels::blas_set_num_threads(prev_); }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+
+ private:
+  int prev_;
+};
+
+// --ranks N: N ranks as threads of this process (thread_ranks), rank 0 on this thread, each
+// with its share of the threads for its kernels. What belongs to the process is set here, once,
+// around them: the BLAS thread count, the matmul route (each rank's own scope then sets the same
+// one and restores it, whichever finishes first) and the signal handlers.
+TrainReport train_thread_ranks(const TrainOptions& options, std::ostream& log) {
+  const int n = options.ranks;
+  if (options.comm && options.comm->size() > 1)
+    fail("train", "--ranks " + std::to_string(n) + " cannot be combined with mpirun's " +
+                      std::to_string(options.comm->size()) +
+                      " ranks: give --ranks without mpirun, or mpirun without --ranks");
+  const int threads = options.threads > 0 ? options.threads : kernels::blas_num_threads();
+  const BlasThreads blas(std::max(1, threads / n));
+  TrainOptions chosen = options;
+  std::string note;
+  choose_auto_precision(chosen, note);
+  const MatmulChoice matmul = choose_matmul(chosen);
+  const kernels::MatmulScope matmul_scope(matmul.backend, matmul.precision);
+  const StopSignals signals;
+  const std::vector<std::shared_ptr<Communicator>> comms = thread_ranks(n);
+  for (const auto& c : comms) c->set_timeout(options.comm ? options.comm->timeout() : 300);
+
+  std::vector<TrainReport> reps(static_cast<size_t>(n));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::atomic<int> first_failed{-1};
+  const bool profiling = profile::enabled();
+  auto rank = [&](int r) {
+    TrainOptions o = options;
+    o.comm = comms[static_cast<size_t>(r)];
+    o.ranks = 1;
+    o.threads = 0;                    // set above for every rank
+    if (r != 0) o.on_step = nullptr;  // rank 0's callback
+    try {
+      if (r != 0) profile::set_enabled(profiling);
+      reps[static_cast<size_t>(r)] = train_rank(o, log);
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(r)] = std::current_exception();
+      int none = -1;
+      first_failed.compare_exchange_strong(none, r);
+      fail_thread_ranks(*o.comm, o.comm->who() + " failed: " + e.what());
+    } catch (...) {
+      errors[static_cast<size_t>(r)] = std::current_exception();
+      int none = -1;
+      first_failed.compare_exchange_strong(none, r);
+      fail_thread_ranks(*o.comm, o.comm->who() + " failed");
+    }
+  };
+  std::vector<std::thread> others;
+  try {
+    for (int r = 1; r < n; ++r) others.emplace_back(rank, r);
+  } catch (const std::system_error& e) {  // the started ranks would wait for rank 0 forever
+    fail_thread_ranks(*comms[0], std::string("could not start the ranks' threads: ") + e.what());
+    for (std::thread& t : others) t.join();
+    throw Error("--ranks " + std::to_string(n) + ": could not start a thread per rank (" +
+                e.what() + ")");
+  }
+  rank(0);
+  for (std::thread& t : others) t.join();
+  const int f = first_failed.load();
+  if (f < 0) return reps[0];
+  if (f == 0) std::rethrow_exception(errors[0]);
+  const std::string who = comms[static_cast<size_t>(f)]->who() + ": ";
+  try {
+    std::rethrow_exception(errors[static_cast<size_t>(f)]);
+  } catch (const Error& e) {
+    throw Error(who + e.what());
+  }
+}
+
+}  // namespace
+
+TrainReport train(const TrainOptions& options, std::ostream& log) {
+  if (options.ranks < 0) fail("train", "--ranks must be >= 0 (0: chosen)");
+  if (options.ranks != 0) {
+    if (options.ranks > 1) return train_thread_ranks(options, log);
+    return train_rank(options, log);
+  }
+  // ranks 0: one rank, except where the defaults choose the model (small ones, a time budget)
+  // and this process has several threads: there each thread trains as a rank of its own, up
+  // to kMaxChosenRanks (docs/performance.md: two ranks of one thread against one process of
+  // two threads, 1.2-1.3 times the tokens per second for such models).
+  TrainOptions o = options;
+  const int threads = o.threads > 0 ? o.threads : kernels::blas_num_threads();
+  const bool alone = !o.comm || o.comm->size() == 1;
+  o.ranks = o.auto_fill.model && alone ? std::clamp(threads, 1, kMaxChosenRanks) : 1;
+  if (o.ranks > 1) {
+    log << "ranks chosen: " << o.ranks << " ranks of " << std::max(1, threads / o.ranks)
+        << " thread" << (threads / o.ranks > 1 ? "s" : "") << " in this process, each on 1/"
+        << o.ranks << " of every batch (faster than one rank of " << threads
+        << " threads for the models the defaults choose; give --ranks 1 for one)\n";
+    return train_thread_ranks(o, log);
+  }
+  return train_rank(o, log);
 }
 
 }  // namespace seqtape

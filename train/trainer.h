@@ -109,6 +109,11 @@ struct TrainOptions {
   // the ranks, each rank's loss weighted by its share of the global batch's label tokens.
   // Rank 0 alone writes files, logs and evaluates.
   std::shared_ptr<Communicator> comm;
+  // > 1: train as this many ranks that are threads of this process (thread_ranks), each with
+  // threads / ranks threads for its kernels (at least one): the data parallelism of mpirun
+  // without it. Not with mpirun's ranks (comm of more than one rank). 0: chosen, one rank
+  // unless auto_fill.model (then one rank per thread, at most 4; train() logs the choice).
+  int ranks = 1;
   int64_t bucket_bytes = int64_t{4} << 20;  // gradient allreduce buckets (GradReducer)
   bool overlap = true;                      // start buckets during backward
   int64_t check_sync = 0;       // every N steps, stop if the ranks' parameters differ (0: off)

@@ -262,6 +262,74 @@ TEST(DataParallel, CliTwoRanksThenResumedWithOneMatchesOneRank) {
   EXPECT_LT(rel_diff(lb, la), 1e-5);
 }
 
+// `seqtape train --ranks 2` (two threads of one process) against `mpirun -np 2 seqtape train`,
+// with dropout: the same shards, the same per-rank masks and the same sums (a + b), so the same
+// checkpoint bytes and losses. Under mpirun, --ranks is refused (exit 2).
+TEST(DataParallel, CliThreadRanksGiveMpirunsBits) {
+  TempDir dir("dist");
+  write_data(dir);
+  const std::vector<std::string> common{SEQTAPE_CLI_PATH,
+                                        "train",
+                                        "--data",
+                                        dir.file("data/train.tsv"),
+                                        "--valid",
+                                        dir.file("data/valid.tsv"),
+                                        "--preset",
+                                        "seed",
+                                        "--dropout",
+                                        "0.1",
+                                        "--batch",
+                                        "9",
+                                        "--lr",
+                                        "0.01",
+                                        "--threads",
+                                        "1",
+                                        "--eval-max",
+                                        "0",
+                                        "--no-progress",
+                                        "--steps",
+                                        "6",
+                                        "--log-every",
+                                        "1"};
+  const Ran mpi =
+      run(mpirun(2) + common + std::vector<std::string>{"--out", dir.file("mpi")}, kDeadline);
+  ASSERT_EQ(mpi.code, 0) << mpi.output;
+  const Ran threads = run(
+      common + std::vector<std::string>{"--ranks", "2", "--out", dir.file("threads")}, kDeadline);
+  ASSERT_EQ(threads.code, 0) << threads.output;
+  EXPECT_NE(threads.output.find("data-parallel: 2 ranks (threads of one process"),
+            std::string::npos)
+      << threads.output;
+  const std::string a = test_util::read_bytes(dir.file("mpi/checkpoint.bin"));
+  EXPECT_FALSE(a.empty());
+  EXPECT_TRUE(a == test_util::read_bytes(dir.file("threads/checkpoint.bin")));
+  auto train_losses = [&](const std::string& run) {  // each step's loss, rate and gradient norm
+    std::ifstream in(dir.file(run + "/metrics.csv"));
+    std::vector<std::string> v;
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find(",train,");
+      if (at == std::string::npos) continue;
+      std::istringstream fields(line.substr(at + 7));
+      std::string loss, lr, norm;
+      std::getline(fields, loss, ',');
+      std::getline(fields, lr, ',');
+      std::getline(fields, norm, ',');
+      v.push_back(loss + "," + lr + "," + norm);
+    }
+    return v;
+  };
+  EXPECT_EQ(train_losses("threads").size(), 6u);
+  EXPECT_EQ(train_losses("threads"), train_losses("mpi"));
+
+  const Ran both =
+      run(mpirun(2) + common + std::vector<std::string>{"--ranks", "2", "--out", dir.file("both")},
+          kDeadline);
+  EXPECT_EQ(both.code, 2) << both.output;
+  EXPECT_NE(both.output.find("--ranks 2 cannot be combined with mpirun's 2 ranks"),
+            std::string::npos)
+      << both.output;
+}
+
 // Two ranks of dist_worker where rank 1 has `fault` at `step`, checkpoints every 2 steps and
 // --check-sync `check_sync`; collectives time out after `timeout` seconds. The job must end
 // within a minute, whatever the fault.
