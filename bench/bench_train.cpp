@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <map>
 #include <new>
+#include <thread>
 #include <tuple>
 
 #include "autograd/ops.h"
@@ -26,7 +27,9 @@
 #include "tensor/matmul_backend.h"
 #include "tensor/philox.h"
 #include "tensor/profile.h"
+#include "train/dist.h"
 #include "train/flat_params.h"
+#include "train/grad_reducer.h"
 #include "train/optim.h"
 #include "train/trainer.h"
 
@@ -140,6 +143,56 @@ void train_step(Setup& s) {
   profile::end_step();
   benchmark::DoNotOptimize(loss.item());
 }
+
+// The step as `train --ranks 2` takes it: two ranks that are threads of this process, each a
+// Setup on half of the batch's rows with one kernel thread, the flat gradients summed in shared
+// memory (thread_ranks) in the trainer's buckets during backward, before each rank's optimizer
+// step.
+struct TwoRanks {
+  explicit TwoRanks(const Cfg& c) : comms(thread_ranks(2)) {
+    Cfg half = c;
+    half.B = c.B / 2;
+    for (int r = 0; r < 2; ++r) setups.push_back(make_setup(half));
+    for (int r = 0; r < 2; ++r)  // the trainer's default buckets, started during backward
+      reducers.push_back(std::make_unique<GradReducer>(setups[static_cast<size_t>(r)].params,
+                                                       *comms[static_cast<size_t>(r)],
+                                                       TrainOptions{}.bucket_bytes, true));
+  }
+  // Wall seconds per step over `steps` steps on both ranks (the BLAS threads set to 1 around).
+  double seconds_per_step(int steps) {
+    const int threads = kernels::blas_num_threads();
+    kernels::blas_set_num_threads(1);
+    const bool profiling = profile::enabled();
+    auto rank = [&](int r) {
+      profile::set_enabled(profiling);
+      Setup& s = setups[static_cast<size_t>(r)];
+      for (int i = 0; i < steps; ++i) {
+        Tape& tape = Tape::current();
+        tape.clear();
+        for (auto& [n, p] : s.params) p.zero_grad();
+        Var loss = sequence_loss(s.model->logits(s.batch, s.rng), s.batch.labels);
+        GradReducer& reducer = *reducers[static_cast<size_t>(r)];
+        reducer.before_last_backward();
+        tape.backward(loss);
+        reducer.finish();
+        s.opt->step(1e-4, clip_scale(grad_global_norm(s.params), 1.0));
+        benchmark::DoNotOptimize(loss.item());
+      }
+      Tape::current().clear();
+    };
+    const auto t0 = std::chrono::steady_clock::now();
+    std::thread other(rank, 1);
+    rank(0);
+    other.join();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    kernels::blas_set_num_threads(threads);
+    return secs / steps;
+  }
+  std::vector<std::shared_ptr<Communicator>> comms;
+  std::vector<Setup> setups;
+  std::vector<std::unique_ptr<GradReducer>> reducers;
+};
 
 // How a step's float products run: OpenBLAS float32 (the default), oneDNN float32, or bf16
 // operands on oneDNN (tensor/matmul_backend.h).
@@ -281,11 +334,12 @@ double bench_seconds_per(int n, F&& f) {
 // ever slows a measurement down, so best-of-rounds taken side by side compares them at the same
 // quiet moments.
 struct Robust {
-  double step_us[3] = {0, 0, 0};  // best step per Mode (0: not run)
-  double drop_us[3] = {0, 0, 0};  // the same with dropout kDropout (float32 modes only)
-  double one_us[3] = {0, 0, 0};   // the same on one thread (float32 modes only)
-  double gemm_gf = 0;             // best float32 gemm at the model's shape, GFLOP/s
-  double bf16_gf = 0;             // best bf16 gemm there (0: no bf16 units)
+  double step_us[3] = {0, 0, 0};   // best step per Mode (0: not run)
+  double drop_us[3] = {0, 0, 0};   // the same with dropout kDropout (float32 modes only)
+  double one_us[3] = {0, 0, 0};    // the same on one thread (float32 modes only)
+  double ranks_us[3] = {0, 0, 0};  // the same as two ranks of one thread (TwoRanks)
+  double gemm_gf = 0;              // best float32 gemm at the model's shape, GFLOP/s
+  double bf16_gf = 0;              // best bf16 gemm there (0: no bf16 units)
   int f32_mode() const { return step_us[1] > 0 && step_us[1] < step_us[0] ? 1 : 0; }
   double f32_us() const { return step_us[f32_mode()]; }  // the faster float32 step
   const char* f32_backend() const { return f32_mode() == 1 ? "onednn" : "openblas"; }
@@ -304,10 +358,15 @@ struct Robust {
     const int m = f32_mode();
     return one_us[m] > 0 ? one_us[m] / step_us[m] : 0.0;
   }
+  // The step on one thread over the step as two ranks of one thread.
+  double ranks_speedup() const {
+    const int m = f32_mode();
+    return one_us[m] > 0 && ranks_us[m] > 0 ? one_us[m] / ranks_us[m] : 0.0;
+  }
 };
 
 // One interleaved round's steps: each mode's best step without and with dropout.
-void time_modes(Setup& s, Setup* sd, const Cfg& c, int round, Robust& r) {
+void time_modes(Setup& s, Setup* sd, TwoRanks* two, const Cfg& c, int round, Robust& r) {
   const bool seed = c.B == 1;
   const int steps = seed ? 200 : 2;
   for (Mode m : kModes) {
@@ -329,6 +388,12 @@ void time_modes(Setup& s, Setup* sd, const Cfg& c, int round, Robust& r) {
       kernels::blas_set_num_threads(1);
       best_of(s, r.one_us[static_cast<int>(m)]);
       kernels::blas_set_num_threads(threads);
+      if (two && threads == 2) {
+        if (round == 0) two->seconds_per_step(1);
+        const double us = 1e6 * two->seconds_per_step(steps);
+        double& best = r.ranks_us[static_cast<int>(m)];
+        best = best == 0 ? us : std::min(best, us);
+      }
     }
   }
 }
@@ -336,13 +401,14 @@ Robust interleaved(const Cfg& c, int rounds) {
   const bool seed = c.B == 1;
   Setup s = make_setup(c);
   std::unique_ptr<Setup> sd = seed ? nullptr : std::make_unique<Setup>(make_setup(c, kDropout));
+  std::unique_ptr<TwoRanks> two = seed ? nullptr : std::make_unique<TwoRanks>(c);
   ModelGemm g(c);
   const int calls = seed ? 200 : 10;
   const bool bf16 = !seed && mode_runs(Mode::BF16);
   Robust r;
   double best_gemm = 1e30, best_bf16 = 1e30;
   for (int round = 0; round < rounds; ++round) {
-    time_modes(s, sd.get(), c, round, r);
+    time_modes(s, sd.get(), two.get(), c, round, r);
     for (int threads : {1, 0})
       best_gemm = std::min(best_gemm, bench_seconds_per(calls, [&] { g.run(threads, false); }));
     if (!seed && mode_runs(Mode::OneDNN))
@@ -367,6 +433,9 @@ Robust interleaved(const Cfg& c, int rounds) {
   if (r.threads_speedup() > 0)
     std::printf("; on 1 thread %.1f us (%d threads: %.2fx)", r.one_us[r.f32_mode()],
                 kernels::blas_num_threads(), r.threads_speedup());
+  if (r.ranks_speedup() > 0)
+    std::printf("; as 2 ranks of 1 thread %.1f us (%.2fx)", r.ranks_us[r.f32_mode()],
+                r.ranks_speedup());
   std::printf("\n");
   return r;
 }
@@ -502,6 +571,11 @@ void print_targets(const std::map<std::string, Robust>& robust) {
     const bool known = r && r->threads_speedup() > 0 && kernels::blas_num_threads() == 2;
     rows.push_back(ratio_row(std::string(c->name) + ": 2 threads over 1 thread", ">= 1.7x",
                              known ? r->threads_speedup() : 0.0, true, 1.7, known, "%.2fx",
+                             "needs 2 threads (OPENBLAS_NUM_THREADS / cores)"));
+    const bool ranks_known = known && r->ranks_speedup() > 0;
+    rows.push_back(ratio_row(std::string(c->name) + ": 2 threads as 2 ranks (--ranks 2) over 1",
+                             ">= 1.7x", ranks_known ? r->ranks_speedup() : 0.0, true, 1.7,
+                             ranks_known, "%.2fx",
                              "needs 2 threads (OPENBLAS_NUM_THREADS / cores)"));
   }
   {

@@ -231,7 +231,7 @@ void add_training_options(CLI::App& sub, TrainArgs& a) {
                 "faster than 1 process of 2 threads). 0: 1, except when no model flag is "
                 "given and --time-limit is: then one rank per thread, at most 4")
       ->capture_default_str()
-      ->check(CLI::Range(0, 256));
+      ->check(in_range(0, 256));
   dp.add_option("--bucket-mb", a.bucket_mb, "gradient allreduce bucket size in MiB, in (0, 1024]")
       ->capture_default_str();
   dp.add_flag("--no-overlap", a.no_overlap,
@@ -336,10 +336,7 @@ int run_train(TrainArgs& a) {
   const std::shared_ptr<Communicator> comm = world_communicator();
   comm->set_timeout(a.collective_timeout);
   o.comm = comm;
-  if (o.ranks > 1 && comm->size() > 1)
-    throw UsageError(rank_prefix(*comm) + "--ranks " + std::to_string(o.ranks) +
-                     " cannot be combined with mpirun's " + std::to_string(comm->size()) +
-                     " ranks: give --ranks without mpirun, or mpirun without --ranks");
+  if (const std::string p = ranks_problem(o); !p.empty()) throw UsageError(rank_prefix(*comm) + p);
   if (comm->size() == 1) return train_and_report(a, o);
   // Several ranks: a rank that fails says so, naming itself, and stops the whole job (the
   // others would wait for it in the next collective); rank 0's checkpoint is written atomically

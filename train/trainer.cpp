@@ -876,6 +876,15 @@ MatmulChoice choose_matmul(const TrainOptions& opt) {
 
 }  // namespace
 
+std::string ranks_problem(const TrainOptions& opt) {
+  if (opt.ranks < 0) return "--ranks must be >= 0 (0: chosen)";
+  if (opt.ranks > 1 && opt.comm && opt.comm->size() > 1)
+    return "--ranks " + std::to_string(opt.ranks) + " cannot be combined with mpirun's " +
+           std::to_string(opt.comm->size()) +
+           " ranks: give --ranks without mpirun, or mpirun without --ranks";
+  return "";
+}
+
 std::string best_metric_problem(const TrainOptions& opt) {
   const std::string& m = opt.best_metric;
   if (m.empty()) return opt.patience > 0 ? "--patience needs --best-metric" : "";
@@ -1076,10 +1085,7 @@ class BlasThreads {
 // one and restores it, whichever finishes first) and the signal handlers.
 TrainReport train_thread_ranks(const TrainOptions& options, std::ostream& log) {
   const int n = options.ranks;
-  if (options.comm && options.comm->size() > 1)
-    fail("train", "--ranks " + std::to_string(n) + " cannot be combined with mpirun's " +
-                      std::to_string(options.comm->size()) +
-                      " ranks: give --ranks without mpirun, or mpirun without --ranks");
+  if (const std::string p = ranks_problem(options); !p.empty()) fail("train", p);
   const int threads = options.threads > 0 ? options.threads : kernels::blas_num_threads();
   const BlasThreads blas(std::max(1, threads / n));
   TrainOptions chosen = options;
@@ -1104,16 +1110,18 @@ TrainReport train_thread_ranks(const TrainOptions& options, std::ostream& log) {
     try {
       if (r != 0) profile::set_enabled(profiling);
       reps[static_cast<size_t>(r)] = train_rank(o, log);
-    } catch (const std::exception& e) {
-      errors[static_cast<size_t>(r)] = std::current_exception();
-      int none = -1;
-      first_failed.compare_exchange_strong(none, r);
-      fail_thread_ranks(*o.comm, o.comm->who() + " failed: " + e.what());
     } catch (...) {
       errors[static_cast<size_t>(r)] = std::current_exception();
       int none = -1;
       first_failed.compare_exchange_strong(none, r);
-      fail_thread_ranks(*o.comm, o.comm->who() + " failed");
+      std::string what = "an unknown exception";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      fail_thread_ranks(*o.comm, o.comm->who() + " failed: " + what);
     }
   };
   std::vector<std::thread> others;
@@ -1141,7 +1149,7 @@ TrainReport train_thread_ranks(const TrainOptions& options, std::ostream& log) {
 }  // namespace
 
 TrainReport train(const TrainOptions& options, std::ostream& log) {
-  if (options.ranks < 0) fail("train", "--ranks must be >= 0 (0: chosen)");
+  if (const std::string p = ranks_problem(options); !p.empty()) fail("train", p);
   if (options.ranks != 0) {
     if (options.ranks > 1) return train_thread_ranks(options, log);
     return train_rank(options, log);

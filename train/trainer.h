@@ -144,6 +144,8 @@ struct TrainReport {
 // unknown metric, or one the run cannot compute (no --eval-every; a decoding metric with
 // --eval-max 0). train() refuses such options; the CLI reports them as usage errors.
 std::string best_metric_problem(const TrainOptions& opt);
+// "" when opt.ranks can be used with opt.comm, else the problem (--ranks with mpirun's ranks).
+std::string ranks_problem(const TrainOptions& opt);
 
 TrainReport train(const TrainOptions& opt, std::ostream& log);
 
