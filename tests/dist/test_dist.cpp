@@ -205,59 +205,67 @@ TEST(DataParallel, MoreRanksThanRowsLeavesSomeRanksIdle) {
   expect_equivalent(3, {"--float64", "--batch", "2"}, /*rank0_has_rows=*/false);
 }
 
+// `seqtape train` of the seed preset on dir's copy task, in global batches of 9, on one thread
+// per rank, logging every step; each test adds its own flags.
+std::vector<std::string> cli_train(const TempDir& dir, const std::vector<std::string>& extra) {
+  return std::vector<std::string>{SEQTAPE_CLI_PATH,
+                                  "train",
+                                  "--data",
+                                  dir.file("data/train.tsv"),
+                                  "--valid",
+                                  dir.file("data/valid.tsv"),
+                                  "--preset",
+                                  "seed",
+                                  "--batch",
+                                  "9",
+                                  "--lr",
+                                  "0.01",
+                                  "--threads",
+                                  "1",
+                                  "--eval-max",
+                                  "0",
+                                  "--no-progress",
+                                  "--log-every",
+                                  "1"} +
+         extra;
+}
+
+// The training loss of every step in run's metrics.csv.
+std::vector<double> train_losses(const TempDir& dir, const std::string& run) {
+  std::ifstream in(dir.file(run + "/metrics.csv"));
+  std::vector<double> v;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(",train,") != std::string::npos)
+      v.push_back(std::stod(line.substr(line.find(",train,") + 7)));
+  return v;
+}
+
 // The seqtape command in float32: 2 ranks for 6 steps, resumed with 1 rank to 10, against one
 // rank for 10: the saved state does not depend on the world size.
 TEST(DataParallel, CliTwoRanksThenResumedWithOneMatchesOneRank) {
   TempDir dir("dist");
   write_data(dir);
-  const std::vector<std::string> common{"train",
-                                        "--data",
-                                        dir.file("data/train.tsv"),
-                                        "--valid",
-                                        dir.file("data/valid.tsv"),
-                                        "--preset",
-                                        "seed",
-                                        "--batch",
-                                        "9",
-                                        "--lr",
-                                        "0.01",
-                                        "--threads",
-                                        "1",
-                                        "--eval-max",
-                                        "0",
-                                        "--no-progress",
-                                        "--check-sync",
-                                        "2",
-                                        "--log-every",
-                                        "1"};
-  const Ran a = run(std::vector<std::string>{SEQTAPE_CLI_PATH} + common +
-                        std::vector<std::string>{"--steps", "10", "--out", dir.file("one")},
-                    kDeadline);
+  const std::vector<std::string> common = {"--check-sync", "2"};
+  const Ran a = run(
+      cli_train(dir, common + std::vector<std::string>{"--steps", "10", "--out", dir.file("one")}),
+      kDeadline);
   ASSERT_EQ(a.code, 0) << a.output;
-  const Ran b1 = run(mpirun(2) + std::vector<std::string>{SEQTAPE_CLI_PATH} + common +
-                         std::vector<std::string>{"--steps", "6", "--out", dir.file("two")},
-                     kDeadline);
+  const Ran b1 =
+      run(mpirun(2) + cli_train(dir, common + std::vector<std::string>{"--steps", "6", "--out",
+                                                                       dir.file("two")}),
+          kDeadline);
   ASSERT_EQ(b1.code, 0) << b1.output;
   EXPECT_NE(b1.output.find("data-parallel: 2 ranks"), std::string::npos) << b1.output;
   EXPECT_NE(b1.output.find("allreduce over 2 ranks"), std::string::npos) << b1.output;
-  const Ran b2 =
-      run(std::vector<std::string>{SEQTAPE_CLI_PATH} + common +
-              std::vector<std::string>{"--steps", "10", "--out", dir.file("two"), "--resume"},
-          kDeadline);
+  const Ran b2 = run(cli_train(dir, common + std::vector<std::string>{"--steps", "10", "--out",
+                                                                      dir.file("two"), "--resume"}),
+                     kDeadline);
   ASSERT_EQ(b2.code, 0) << b2.output;
   EXPECT_LT(params_rel_diff(dir.file("two/checkpoint.bin"), dir.file("one/checkpoint.bin"),
                             /*skip_key_biases=*/true),
             1e-5);
   // metrics.csv: steps 1-6 logged by the two ranks, 7-10 by the resumed run.
-  auto train_losses = [&](const std::string& run) {
-    std::ifstream in(dir.file(run + "/metrics.csv"));
-    std::vector<double> v;
-    for (std::string line; std::getline(in, line);)
-      if (line.find(",train,") != std::string::npos)
-        v.push_back(std::stod(line.substr(line.find(",train,") + 7)));
-    return v;
-  };
-  const auto la = train_losses("one"), lb = train_losses("two");
+  const auto la = train_losses(dir, "one"), lb = train_losses(dir, "two");
   ASSERT_EQ(la.size(), 10u);
   EXPECT_LT(rel_diff(lb, la), 1e-5);
 }
@@ -268,34 +276,14 @@ TEST(DataParallel, CliTwoRanksThenResumedWithOneMatchesOneRank) {
 TEST(DataParallel, CliThreadRanksGiveMpirunsBits) {
   TempDir dir("dist");
   write_data(dir);
-  const std::vector<std::string> common{SEQTAPE_CLI_PATH,
-                                        "train",
-                                        "--data",
-                                        dir.file("data/train.tsv"),
-                                        "--valid",
-                                        dir.file("data/valid.tsv"),
-                                        "--preset",
-                                        "seed",
-                                        "--dropout",
-                                        "0.1",
-                                        "--batch",
-                                        "9",
-                                        "--lr",
-                                        "0.01",
-                                        "--threads",
-                                        "1",
-                                        "--eval-max",
-                                        "0",
-                                        "--no-progress",
-                                        "--steps",
-                                        "6",
-                                        "--log-every",
-                                        "1"};
+  const std::vector<std::string> common{"--dropout", "0.1", "--steps", "6"};
   const Ran mpi =
-      run(mpirun(2) + common + std::vector<std::string>{"--out", dir.file("mpi")}, kDeadline);
+      run(mpirun(2) + cli_train(dir, common + std::vector<std::string>{"--out", dir.file("mpi")}),
+          kDeadline);
   ASSERT_EQ(mpi.code, 0) << mpi.output;
-  const Ran threads = run(
-      common + std::vector<std::string>{"--ranks", "2", "--out", dir.file("threads")}, kDeadline);
+  const Ran threads = run(cli_train(dir, common + std::vector<std::string>{"--ranks", "2", "--out",
+                                                                           dir.file("threads")}),
+                          kDeadline);
   ASSERT_EQ(threads.code, 0) << threads.output;
   EXPECT_NE(threads.output.find("data-parallel: 2 ranks (threads of one process"),
             std::string::npos)
@@ -303,26 +291,12 @@ TEST(DataParallel, CliThreadRanksGiveMpirunsBits) {
   const std::string a = test_util::read_bytes(dir.file("mpi/checkpoint.bin"));
   EXPECT_FALSE(a.empty());
   EXPECT_TRUE(a == test_util::read_bytes(dir.file("threads/checkpoint.bin")));
-  auto train_losses = [&](const std::string& run) {  // each step's loss, rate and gradient norm
-    std::ifstream in(dir.file(run + "/metrics.csv"));
-    std::vector<std::string> v;
-    for (std::string line; std::getline(in, line);) {
-      const size_t at = line.find(",train,");
-      if (at == std::string::npos) continue;
-      std::istringstream fields(line.substr(at + 7));
-      std::string loss, lr, norm;
-      std::getline(fields, loss, ',');
-      std::getline(fields, lr, ',');
-      std::getline(fields, norm, ',');
-      v.push_back(loss + "," + lr + "," + norm);
-    }
-    return v;
-  };
-  EXPECT_EQ(train_losses("threads").size(), 6u);
-  EXPECT_EQ(train_losses("threads"), train_losses("mpi"));
+  EXPECT_EQ(train_losses(dir, "threads").size(), 6u);
+  EXPECT_EQ(train_losses(dir, "threads"), train_losses(dir, "mpi"));  // bit for bit
 
   const Ran both =
-      run(mpirun(2) + common + std::vector<std::string>{"--ranks", "2", "--out", dir.file("both")},
+      run(mpirun(2) + cli_train(dir, common + std::vector<std::string>{"--ranks", "2", "--out",
+                                                                       dir.file("both")}),
           kDeadline);
   EXPECT_EQ(both.code, 2) << both.output;
   EXPECT_NE(both.output.find("--ranks 2 cannot be combined with mpirun's 2 ranks"),

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "train/copy_task.h"
+#include "tests/train/copy_fixture.h"
 #include "train/dist.h"
 #include "train/trainer.h"
 
@@ -120,23 +120,12 @@ TEST(ThreadRanks, AHungRankIsBoundedByTheTimeout) {
   EXPECT_EQ(errors[1], errors[0]);
 }
 
-// A small copy task (as test_trainer's), trained for `steps` steps.
-TrainOptions copy_options(const fs::path& data, const fs::path& out, int64_t steps) {
-  TrainOptions o;
-  o.data = (data / "train.tsv").string();
-  o.valid_data = (data / "valid.tsv").string();
-  o.vocab = (data / "vocab.txt").string();
-  o.out_dir = out.string();
-  o.model = preset("default", 2);
-  o.model.d_model = 16;
-  o.model.n_heads = 2;
-  o.model.d_ff = 32;
-  o.model.n_encoder_layers = o.model.n_decoder_layers = 1;
-  o.batch = 9;  // shards of 4 and 5 rows
-  o.schedule.lr = 3e-3;
-  o.progress = 0;
-  o.eval_max = 5;
-  o.seed = 11;
+// test_trainer's copy task, for `steps` steps in batches of 9 (shards of 4 and 5 rows) on 2
+// threads, without dropout unless the test sets it.
+TrainOptions ranks_options(const fs::path& data, const fs::path& out, int64_t steps) {
+  TrainOptions o = copy_fixture::copy_options(data, out);
+  o.model.dropout = 0.0;
+  o.batch = 9;
   o.steps = steps;
   o.threads = 2;
   return o;
@@ -148,12 +137,7 @@ class ThreadRanksTraining : public ::testing::Test {
     root_ = fs::temp_directory_path() / ("seqtape_test_thread_ranks_" + std::to_string(::getpid()));
     fs::remove_all(root_);
     fs::create_directories(root_ / "data");
-    CopyTaskOptions co;
-    co.n_train = 200;
-    co.n_valid = 10;
-    co.max_len = 6;
-    co.seed = 3;
-    write_copy_task((root_ / "data").string(), generate_copy_task(co), co.alphabet);
+    copy_fixture::write_data(root_ / "data");
   }
   void TearDown() override { fs::remove_all(root_); }
   fs::path root_;
@@ -163,7 +147,7 @@ class ThreadRanksTraining : public ::testing::Test {
 // train what one rank trains on the whole batches, to rounding.
 TEST_F(ThreadRanksTraining, TwoRanksTrainWhatOneRankTrainsInFloat64) {
   std::ostringstream log;
-  TrainOptions one = copy_options(root_ / "data", root_ / "one", 12);
+  TrainOptions one = ranks_options(root_ / "data", root_ / "one", 12);
   one.dtype = DType::F64;
   TrainOptions two = one;
   two.out_dir = (root_ / "two").string();
@@ -186,7 +170,7 @@ TEST_F(ThreadRanksTraining, TwoRanksWithDropoutAreReproducibleAndAgree) {
   std::ostringstream log;
   std::vector<std::string> bytes;
   for (const char* name : {"a", "b"}) {
-    TrainOptions o = copy_options(root_ / "data", root_ / name, 10);
+    TrainOptions o = ranks_options(root_ / "data", root_ / name, 10);
     o.model.dropout = 0.1;
     o.ranks = 2;
     o.check_sync = 1;
@@ -203,7 +187,7 @@ TEST_F(ThreadRanksTraining, TwoRanksWithDropoutAreReproducibleAndAgree) {
 TEST_F(ThreadRanksTraining, TwoRanksResumeBitIdentically) {
   std::ostringstream log;
   auto options = [&](const char* name, int64_t steps) {
-    TrainOptions o = copy_options(root_ / "data", root_ / name, steps);
+    TrainOptions o = ranks_options(root_ / "data", root_ / name, steps);
     o.model.dropout = 0.1;
     o.ranks = 2;
     return o;
@@ -224,7 +208,7 @@ TEST_F(ThreadRanksTraining, TwoRanksResumeBitIdentically) {
 // saved at step 2 stays.
 TEST_F(ThreadRanksTraining, AFailingRankStopsTheRunNamingItself) {
   std::ostringstream log;
-  TrainOptions o = copy_options(root_ / "data", root_ / "fail", 10);
+  TrainOptions o = ranks_options(root_ / "data", root_ / "fail", 10);
   o.ranks = 2;
   o.save_every = 2;
   const std::thread::id lead = std::this_thread::get_id();
@@ -238,7 +222,7 @@ TEST_F(ThreadRanksTraining, AFailingRankStopsTheRunNamingItself) {
 
 TEST_F(ThreadRanksTraining, RanksUnderMpirunAreRefused) {
   std::ostringstream log;
-  TrainOptions o = copy_options(root_ / "data", root_ / "refused", 2);
+  TrainOptions o = ranks_options(root_ / "data", root_ / "refused", 2);
   o.ranks = 2;
   o.comm = thread_ranks(2)[0];  // stands for mpirun's world of two
   const std::string e = error_of([&] { train(o, log); });

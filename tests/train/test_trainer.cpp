@@ -20,7 +20,7 @@
 #include "model/memory_budget.h"
 #include "tensor/matmul_backend.h"
 #include "tests/test_util.h"
-#include "train/copy_task.h"
+#include "tests/train/copy_fixture.h"
 #include "train/model_io.h"
 #include "train/trainer.h"
 #include "train/training_log.h"
@@ -105,35 +105,11 @@ TEST(Trainer, SeedPresetLearnsTheReferenceSentenceAndDecodesItBack) {
   fs::remove_all(out);
 }
 
-// A small copy task with dropout on, so the RNG state matters for resume.
-TrainOptions copy_options(const fs::path& data, const fs::path& out) {
-  TrainOptions o;
-  o.data = (data / "train.tsv").string();
-  o.valid_data = (data / "valid.tsv").string();
-  o.vocab = (data / "vocab.txt").string();
-  o.out_dir = out.string();
-  o.model = preset("default", 2);
-  o.model.d_model = 16;
-  o.model.n_heads = 2;
-  o.model.d_ff = 32;
-  o.model.n_encoder_layers = o.model.n_decoder_layers = 1;
-  o.model.dropout = 0.1;
-  o.batch = 8;
-  o.schedule.lr = 3e-3;
-  o.progress = 0;
-  o.eval_max = 5;
-  o.seed = 11;
-  return o;
-}
+using copy_fixture::copy_options;
 
 fs::path make_copy_data(const std::string& name) {
   fs::path d = temp_dir(name);
-  CopyTaskOptions co;
-  co.n_train = 200;
-  co.n_valid = 10;
-  co.max_len = 6;
-  co.seed = 3;
-  write_copy_task(d.string(), generate_copy_task(co), co.alphabet);
+  copy_fixture::write_data(d);
   return d;
 }
 
