@@ -132,13 +132,16 @@ Setup make_setup(const Cfg& c, double dropout = 0.0) {
   return s;
 }
 
-void train_step(Setup& s) {
+// One step; with a reducer, the gradients are summed over its ranks during backward (TwoRanks).
+void train_step(Setup& s, GradReducer* reducer = nullptr) {
   Tape& tape = Tape::current();
   profile::begin_step();
   tape.clear();
   for (auto& [n, p] : s.params) p.zero_grad();
   Var loss = sequence_loss(s.model->logits(s.batch, s.rng), s.batch.labels);
+  if (reducer) reducer->before_last_backward();
   tape.backward(loss);
+  if (reducer) reducer->finish();
   s.opt->step(1e-4, clip_scale(grad_global_norm(s.params), 1.0));
   profile::end_step();
   benchmark::DoNotOptimize(loss.item());
@@ -165,19 +168,8 @@ struct TwoRanks {
     const bool profiling = profile::enabled();
     auto rank = [&](int r) {
       profile::set_enabled(profiling);
-      Setup& s = setups[static_cast<size_t>(r)];
-      for (int i = 0; i < steps; ++i) {
-        Tape& tape = Tape::current();
-        tape.clear();
-        for (auto& [n, p] : s.params) p.zero_grad();
-        Var loss = sequence_loss(s.model->logits(s.batch, s.rng), s.batch.labels);
-        GradReducer& reducer = *reducers[static_cast<size_t>(r)];
-        reducer.before_last_backward();
-        tape.backward(loss);
-        reducer.finish();
-        s.opt->step(1e-4, clip_scale(grad_global_norm(s.params), 1.0));
-        benchmark::DoNotOptimize(loss.item());
-      }
+      for (int i = 0; i < steps; ++i)
+        train_step(setups[static_cast<size_t>(r)], reducers[static_cast<size_t>(r)].get());
       Tape::current().clear();
     };
     const auto t0 = std::chrono::steady_clock::now();
