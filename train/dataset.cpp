@@ -478,6 +478,12 @@ int64_t DataLoader::cost(uint32_t i) const {
   return static_cast<int64_t>(std::max(e.enc.size(), e.dec_in.size()));
 }
 
+std::array<int64_t, 3> DataLoader::sort_key(uint32_t i) const {
+  if (decoder_only_) return {cost(i), 0, 0};
+  const Example& e = enc_dec_[i];
+  return {cost(i), static_cast<int64_t>(e.enc.size()), static_cast<int64_t>(e.dec_in.size())};
+}
+
 void DataLoader::new_order() {
   order_.resize(size());
   std::iota(order_.begin(), order_.end(), 0u);
@@ -493,7 +499,8 @@ void DataLoader::new_order() {
     const auto first = order_.begin() + static_cast<std::ptrdiff_t>(start);
     const auto last =
         order_.begin() + static_cast<std::ptrdiff_t>(std::min(start + pool, order_.size()));
-    std::stable_sort(first, last, [&](uint32_t a, uint32_t b) { return cost(a) < cost(b); });
+    std::stable_sort(first, last,
+                     [&](uint32_t a, uint32_t b) { return sort_key(a) < sort_key(b); });
     std::vector<uint32_t> cur;
     int64_t longest = 0;
     for (auto it = first; it != last; ++it) {

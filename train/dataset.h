@@ -4,6 +4,7 @@
 // Dimension key: B batch size, S longest encoder input in the batch, T longest decoder input
 // (encoder-decoder) or longest sequence (decoder-only) in the batch.
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -166,12 +167,15 @@ struct LoaderOptions {
   uint64_t seed = 0;
   bool shuffle = true;  // false: every epoch in example order
   // > 0: token-budget batches instead of batch_size examples. Each epoch shuffles the
-  // examples, sorts each pool of `pool` consecutive ones by length (stable), cuts them into
+  // examples, sorts each pool of `pool` consecutive ones by length (stable; by max(source,
+  // target), then source, then target, so that a batch pads neither side), cuts them into
   // batches of at most batch_tokens padded tokens (examples × the longest example's
   // max(source, target) length, as fairseq's --max-tokens; a longer example is a batch alone),
-  // and shuffles the batches.
+  // and shuffles the batches. A pool holds about a hundred batches, as Marian's maxi-batch: the
+  // bigger the pool, the less padding; a pool of 1000 padded CMUdict's batches by 17 %, this one
+  // by 3 %.
   int64_t batch_tokens = 0;
-  int64_t pool = 1000;
+  int64_t pool = 20000;
 };
 
 // Real and padded token positions of the batches handed out (encoder + decoder inputs).
@@ -207,6 +211,8 @@ class DataLoader {
   void check_options() const;
   void new_order();
   int64_t cost(uint32_t i) const;  // positions example i needs: max(source, target) length
+  // The length order of a pool: the cost, then the source and the target length.
+  std::array<int64_t, 3> sort_key(uint32_t i) const;
 
   std::vector<Example> enc_dec_;
   std::vector<LmExample> lm_;

@@ -81,6 +81,29 @@ TEST(TokenBatching, PadsLessThanExampleCountBatches) {
   EXPECT_GT(b.padding().padded, 0);
 }
 
+// Half the examples have a long source and a short target, half the reverse: their cost
+// (the longer side) is the same, so a pool sorted by cost alone mixes them and every batch pads
+// both sides to the long length. Sorted by source and target after the cost, each batch holds
+// one kind (but the one batch where the kinds meet).
+TEST(TokenBatching, SortsBySourceAndTargetSoThatNeitherSidePads) {
+  std::vector<Example> ex;
+  for (size_t i = 0; i < 400; ++i) {
+    const bool long_source = (i * 7919) % 2 == 0;
+    Example e;
+    e.enc.assign(long_source ? 12 : 2, 5);
+    e.dec_in.assign(long_source ? 3 : 12, 6);
+    e.labels = e.dec_in;
+    ex.push_back(std::move(e));
+  }
+  LoaderOptions o;
+  o.batch_tokens = 12 * 10;
+  o.seed = 3;
+  DataLoader l(ex, 0, o);
+  for (int64_t b = 0; b < l.batches_per_epoch(); ++b) l.next_batch();
+  EXPECT_LT(l.padding().fraction(), 0.02);
+  EXPECT_GT(l.padding().real, 0);
+}
+
 TEST(TokenBatching, StateRestoresTheExactBatchSequence) {
   const std::vector<Example> ex = varied_examples(120);
   LoaderOptions o;
