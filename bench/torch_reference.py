@@ -13,7 +13,8 @@ What it mirrors (see nn/transformer.cpp, train/dataset.cpp, train/optim.cpp):
   post-norm or pre-norm sublayers, sinusoidal or learned positions, no embedding scaling,
   dropout on the embeddings, the attention weights and every sublayer output; linear weights
   laid out [in, out] (y = x @ W + b); source ids + <eos>, decoder input <bos> + target, labels
-  target + <eos>; length-sorted pools of --pool examples cut into --batch-tokens batches
+  target + <eos>; pools of --pool examples sorted by (longer side, source, target) length, cut
+  into --batch-tokens batches
   (examples x longest row), the batches shuffled; mean cross-entropy with label smoothing;
   global-norm clipping; Adam (0.9, 0.98, 1e-9); the budget schedules keyed to the wall clock.
 
@@ -206,9 +207,10 @@ def batches(examples, batch_tokens, pool, rng):
     order = list(range(len(examples)))
     rng.shuffle(order)
     cost = [max(len(e[0]), len(e[1])) for e in examples]
+    key = [(c, len(e[0]), len(e[1])) for c, e in zip(cost, examples)]  # Python's sort is stable
     out = []
     for start in range(0, len(order), pool):
-        chunk = sorted(order[start:start + pool], key=lambda i: cost[i])
+        chunk = sorted(order[start:start + pool], key=lambda i: key[i])
         cur, longest = [], 0
         for i in chunk:
             m = max(longest, cost[i])
@@ -332,7 +334,7 @@ def main():
     ap.add_argument("--decay-fraction", type=float, default=0.2)
     ap.add_argument("--min-lr", type=float, default=0.0)
     ap.add_argument("--batch-tokens", type=int, default=4096)
-    ap.add_argument("--pool", type=int, default=1000)
+    ap.add_argument("--pool", type=int, default=20000)
     ap.add_argument("--label-smoothing", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--threads", type=int, default=2)
