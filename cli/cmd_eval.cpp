@@ -41,7 +41,7 @@ namespace {
 struct EvalArgs {
   std::string model, data, out;
   std::string compute_type;  // of the decoding ("" when not given); the loss is float32
-  DecodingFlags decoding;    // --beam, from the table of decoding options
+  DecodingFlags decoding;    // --beam and --length-penalty, from the table of decoding options
   int64_t batch = 32;
   bool json = false;
   bool copy_baseline = false;
@@ -55,10 +55,12 @@ void print_scores(const EvalArgs& a, const metrics::EvalSummary& s, const double
     nlohmann::json j = {{"examples", s.segments}};
     for (const metrics::Metric& m : metrics::metric_registry())
       if (!m.teacher_forced || (loss && accuracy)) j[m.key] = m.value(scores);
-    if (a.copy_baseline)
+    if (a.copy_baseline) {
       j["copy_baseline"] = true;
-    else
+    } else {
       j["beam"] = a.decoding.o.beam;
+      j["length_penalty"] = a.decoding.o.length_penalty;
+    }
     std::cout << j.dump() << "\n";
     return;
   }
@@ -179,8 +181,11 @@ int run_eval(const EvalArgs& a) {
     hyps += texts[k] + "\n";
   }
   if (!a.out.empty()) write_file_atomic(a.out, {hyps});
-  print_scores(a, scores.summary(), &loss, &accuracy,
-               o.beam > 1 ? "beam " + std::to_string(o.beam) + " decoding" : "greedy decoding");
+  char decoding[96] = "greedy decoding";
+  if (o.beam > 1)
+    std::snprintf(decoding, sizeof decoding, "beam %lld decoding, length penalty %g",
+                  static_cast<long long>(o.beam), o.length_penalty);
+  print_scores(a, scores.summary(), &loss, &accuracy, decoding);
   return kOk;
 }
 
@@ -200,7 +205,7 @@ void register_eval(CLI::App& app, Runner& run) {
                   "test data: UTF-8 TSV, one source<TAB>target per line; consecutive lines with "
                   "the same source are one source with several references")
       ->required();
-  add_decoding_flags(sub, a->decoding, {"beam"});
+  add_decoding_flags(sub, a->decoding, {"beam", "length_penalty"});
   add_compute_type_option(sub, a->compute_type);
   sub->add_option("--batch-size", a->batch,
                   "examples per batch, for the loss and for decoding (decoded in order of "
