@@ -14,9 +14,9 @@ What it mirrors (see nn/transformer.cpp, train/dataset.cpp, train/optim.cpp):
   dropout on the embeddings, the attention weights and every sublayer output; linear weights
   laid out [in, out] (y = x @ W + b); source ids + <eos>, decoder input <bos> + target, labels
   target + <eos>; pools of --pool examples sorted by (longer side, source, target) length, cut
-  into --batch-tokens batches
-  (examples x longest row), the batches shuffled; mean cross-entropy with label smoothing;
-  global-norm clipping; Adam (0.9, 0.98, 1e-9); the budget schedules keyed to the wall clock.
+  into --batch-tokens batches (examples x longest row), the batches shuffled; mean cross-entropy
+  with label smoothing; global-norm clipping; Adam (0.9, 0.98, 1e-9); the budget schedules keyed
+  to the wall clock.
 
 Needs Debian's python3-torch (optional for seqtape; nothing else uses it).
 """

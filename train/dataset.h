@@ -171,9 +171,9 @@ struct LoaderOptions {
   // target), then source, then target, so that a batch pads neither side), cuts them into
   // batches of at most batch_tokens padded tokens (examples × the longest example's
   // max(source, target) length, as fairseq's --max-tokens; a longer example is a batch alone),
-  // and shuffles the batches. A pool holds about a hundred batches, as Marian's maxi-batch: the
-  // bigger the pool, the less padding; a pool of 1000 padded CMUdict's batches by 17 %, this one
-  // by 3 %.
+  // and shuffles the batches. The bigger the pool, the less padding: 20,000 holds about a
+  // hundred of CMUdict's 2,048-position batches (Marian's maxi-batch is a hundred batches), and
+  // padded 3 % of their positions where a pool of 1,000 padded 17 %.
   int64_t batch_tokens = 0;
   int64_t pool = 20000;
 };
