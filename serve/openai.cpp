@@ -154,7 +154,8 @@ CompletionRequest parse_completion_request(const std::string& body_text,
   read_extension(body, g);
   read_sampling(body, g, r);
   read_rest(body, limits, g, r);
-  const bool stream = g.value("stream", false) == true;
+  // Read without converting: a "stream" that is not a boolean is parse_generate_json's error.
+  const bool stream = g.contains("stream") && g["stream"].is_boolean() && g["stream"].get<bool>();
   if (stream && r.n > 1) throw RequestError("n", "n > 1 cannot be streamed (one text per prompt)");
   if (r.include_usage && !stream)
     throw RequestError("stream_options", "stream_options needs stream: true");

@@ -160,6 +160,24 @@ TEST(DecodingOptions, EveryRowIsAFlagAndARequestFieldWithTheSameChecks) {
   EXPECT_EQ(needing, 4);
 }
 
+// A /v1/completions "stream" that is not a boolean is the request's error, named, with n > 1
+// or without (fuzz_request found a number there throwing nlohmann's type_error).
+TEST(DecodingOptions, CompletionsStreamThatIsNotABooleanIsTheRequestsError) {
+  for (const json& stream : {json(1.9), json(1), json("yes"), json::array()})
+    for (int n : {1, 2}) {
+      const json body = {{"model", "m"}, {"prompt", {"我爱", "学习"}},
+                         {"n", n},       {"temperature", 0.8},
+                         {"seed", 3},    {"stream", stream}};
+      std::string field = "(no error)";
+      try {
+        serve::parse_completion_request(body.dump(), f15(), serve::Limits{}, "m");
+      } catch (const serve::RequestError& e) {
+        field = e.field;
+      }
+      EXPECT_EQ(field, "stream") << stream.dump() << ", n " << n;
+    }
+}
+
 // /v1/completions' "seqtape" object takes every row OpenAI has no name for (and the deadline,
 // as docs/serving.md says), and names each field's error there.
 TEST(DecodingOptions, CompletionsExtensionTakesTheRowsOpenAiHasNoNameFor) {
