@@ -42,13 +42,19 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// Writes g2p.tsv into `dir` and trains the seed model on it with phonemes as words, `steps`
+// steps, into run/.
+CliResult train_g2p(const TempDir& dir, const std::string& steps) {
+  write_file(dir.file("g2p.tsv"), g2p_tsv());
+  return run_cli(
+      {"train", "--data", "g2p.tsv", "--out", "run", "--preset", "seed", "--steps", steps, "--lr",
+       "0.01", "--tgt-tokenizer", "words", "--eval-max", "4", "--no-progress"},
+      dir.path().string());
+}
+
 TEST(TokenizerSides, WordsOnTheTargetSurviveCheckpointRunDirectoryAndExport) {
   TempDir dir("tokenizer_sides");
-  write_file(dir.file("g2p.tsv"), g2p_tsv());
-  const CliResult tr =
-      run_cli({"train", "--data", "g2p.tsv", "--out", "run", "--preset", "seed", "--steps", "20",
-               "--lr", "0.01", "--tgt-tokenizer", "words", "--eval-max", "4", "--no-progress"},
-              dir.path().string());
+  const CliResult tr = train_g2p(dir, "20");
   ASSERT_EQ(tr.exit_code, 0) << tr.out << tr.err;
   EXPECT_HAS(tr.out, "(chars/words)");
   EXPECT_EQ(load_checkpoint(dir.file("run/checkpoint.bin")).tokenizer_kind, "chars/words");
@@ -108,11 +114,7 @@ TEST(TokenizerSides, WordsOnTheTargetSurviveCheckpointRunDirectoryAndExport) {
 // some sources.
 TEST(TokenizerSides, EvalRanksItsBeamsWithTheLengthPenaltyGenerateUses) {
   TempDir dir("eval_length_penalty");
-  write_file(dir.file("g2p.tsv"), g2p_tsv());
-  const CliResult tr =
-      run_cli({"train", "--data", "g2p.tsv", "--out", "run", "--preset", "seed", "--steps", "120",
-               "--lr", "0.01", "--tgt-tokenizer", "words", "--eval-max", "4", "--no-progress"},
-              dir.path().string());
+  const CliResult tr = train_g2p(dir, "120");
   ASSERT_EQ(tr.exit_code, 0) << tr.out << tr.err;
   std::vector<std::string> sources;
   for (const std::string& line : lines_of(g2p_tsv())) sources.push_back(line.substr(0, 3));
