@@ -11,20 +11,25 @@
 #   TIME      the wall-time budget of each trainer: 90s, 10m, 30m
 #   model flags: the seqtape train model options, e.g. --d-model 256 --heads 4 --enc-layers 3
 #             --dec-layers 3 --ffn 1024 --dropout 0.1 --tgt-tokenizer words
-# The recipe (env, both trainers): LR 1e-3, WARMUP 400, SCHEDULE wsd, BATCH_TOKENS 4096,
-# LABEL_SMOOTHING 0.1, THREADS 2, PRECISION f32 (or bf16: seqtape's bf16 products, PyTorch's
-# autocast), BEAM 5, CHECK 50 (sources decoded by both for the agreement).
+# The recipe (env, both trainers): LR 1e-3, WARMUP 400, SCHEDULE wsd, DECAY_FRACTION 0.2,
+# BATCH_TOKENS 2048, LABEL_SMOOTHING 0.1, THREADS 2, PRECISION f32 (or bf16: seqtape's bf16
+# products, PyTorch's autocast), BEAM 5, CHECK 50 (sources decoded by both for the agreement).
 # Run it on an otherwise idle machine: the two trainers must see the same CPU.
 set -euo pipefail
-if [ $# -lt 4 ] || [ "$1" = --help ] || [ "$1" = -h ]; then
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
   sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
-  [ $# -ge 4 ] && exit 0 || exit 2
+  exit 0
+fi
+if [ $# -lt 4 ]; then
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
 fi
 seqtape=$1 data=$2 out=$3 budget=$4
 shift 4
 py=/usr/bin/python3  # Debian's python3, the one python3-torch installs into
 here=$(cd "$(dirname "$0")" && pwd)
-LR=${LR:-1e-3} WARMUP=${WARMUP:-400} SCHEDULE=${SCHEDULE:-wsd} BATCH_TOKENS=${BATCH_TOKENS:-4096}
+LR=${LR:-1e-3} WARMUP=${WARMUP:-400} SCHEDULE=${SCHEDULE:-wsd} DECAY_FRACTION=${DECAY_FRACTION:-0.2}
+BATCH_TOKENS=${BATCH_TOKENS:-2048}
 LABEL_SMOOTHING=${LABEL_SMOOTHING:-0.1} THREADS=${THREADS:-2} PRECISION=${PRECISION:-f32}
 BEAM=${BEAM:-5} CHECK=${CHECK:-50}
 for f in train valid test; do
@@ -32,7 +37,8 @@ for f in train valid test; do
 done
 "$py" -c 'import torch' 2>/dev/null || { echo "vs_torch.sh: needs python3-torch" >&2; exit 2; }
 mkdir -p "$out"
-recipe=(--lr "$LR" --warmup "$WARMUP" --schedule "$SCHEDULE" --batch-tokens "$BATCH_TOKENS"
+recipe=(--lr "$LR" --warmup "$WARMUP" --schedule "$SCHEDULE" --decay-fraction "$DECAY_FRACTION"
+  --batch-tokens "$BATCH_TOKENS"
   --label-smoothing "$LABEL_SMOOTHING" --threads "$THREADS" --precision "$PRECISION")
 
 # The initial model both trainers start from: one step at a rate too small to move a weight.
