@@ -16,14 +16,9 @@
 # products, PyTorch's autocast), BEAM 5, CHECK 50 (sources decoded by both for the agreement).
 # Run it on an otherwise idle machine: the two trainers must see the same CPU.
 set -euo pipefail
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
-  exit 0
-fi
-if [ $# -lt 4 ]; then
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
-  exit 2
-fi
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then usage; exit 0; fi
+if [ $# -lt 4 ]; then usage >&2; exit 2; fi
 seqtape=$1 data=$2 out=$3 budget=$4
 shift 4
 py=/usr/bin/python3  # Debian's python3, the one python3-torch installs into
