@@ -13,6 +13,8 @@
 # training loop only (the final evaluation is excluded). The machine is shared: compare the
 # rows of one run with each other, not with another run's.
 set -euo pipefail
+. "$(dirname "$0")/../scripts/args.sh"
+script_args 1 "$@"
 BUILD=${1:-build}
 SEQTAPE=$(realpath "$BUILD/cli/seqtape")
 WORK=$(mktemp -d /tmp/seqtape_bench_mpi.XXXXXX)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Configures and builds seqtape (Release) into build/. Used by demo.sh and test.sh.
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+script_args 0 "$@"
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -3,6 +3,8 @@
 # generates 10,000 training and 500 held-out strings, trains the default preset, and prints the
 # validation loss, greedy exact match, steps and wall time. Needs a build (scripts/build.sh).
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+script_args 1 "$@"
 cd "$(dirname "$0")/.."
 out=${1:-runs/copy}
 bin=./build/cli/seqtape

@@ -2,6 +2,8 @@
 # The main job: installs the dependencies, builds (Release), checks every gradient, trains the
 # reference model (the "seed" preset) on 今天天气很好 and decodes it back.
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+script_args 0 "$@"
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 ./scripts/build.sh

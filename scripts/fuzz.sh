@@ -11,6 +11,8 @@
 # finding is saved as build-fuzz/findings/<target>-crash-* and, once understood, belongs in
 # fuzz/regressions/<target>/ (replayed by tests/faults and at the start of every fuzz run).
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+script_args 0 "$@"
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-30}
 targets=${FUZZ_TARGETS:-"checkpoint safetensors vocab subword tsv config cli request"}

@@ -10,6 +10,8 @@
 # too (ctest's Python.pytest), with the sanitizer runtimes in LD_PRELOAD and leak checking off for
 # the python process (tests/python/CMakeLists.txt).
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+script_args 0 "$@"
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 

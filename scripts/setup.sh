@@ -2,6 +2,8 @@
 # Installs seqtape's build and test dependencies from Debian packages. Idempotent: runs
 # `apt-get update` once, then installs only what is missing. Needs root (or sudo).
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+script_args 0 "$@"
 
 packages=(
   build-essential cmake pkg-config

@@ -6,6 +6,8 @@
 #      with the Python module's pytest suite (tests/python), whose summary line is printed after.
 # SEQTAPE_QUICK=1 skips steps 1 and 2 (for a quick local check; CI runs everything).
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+script_args 0 "$@"
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 if [ "${SEQTAPE_QUICK:-0}" != 1 ]; then

@@ -8,6 +8,8 @@
 # Needs the festlex-cmu package (scripts/setup.sh installs it) and perl (always present on
 # Debian: perl-base is essential), as datasets/de-en/make.sh does.
 set -euo pipefail
+. "$(dirname "$0")/../../scripts/args.sh"
+script_args 1 "$@"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here}"

@@ -8,6 +8,8 @@
 # Needs the trans-de-en package (scripts/setup.sh installs it) and perl (always present on
 # Debian: perl-base is essential).
 set -euo pipefail
+. "$(dirname "$0")/../../scripts/args.sh"
+script_args 1 "$@"
 
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here}"
