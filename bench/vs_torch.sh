@@ -16,9 +16,10 @@
 # products, PyTorch's autocast), BEAM 5, CHECK 50 (sources decoded by both for the agreement).
 # Run it on an otherwise idle machine: the two trainers must see the same CPU.
 set -euo pipefail
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
-if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then usage; exit 0; fi
-if [ $# -lt 4 ]; then usage >&2; exit 2; fi
+# Not script_args: the model flags after TIME are seqtape's own options.
+. "$(dirname "$0")/../scripts/args.sh"
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then script_usage; exit 0; fi
+if [ $# -lt 4 ]; then script_usage >&2; exit 2; fi
 seqtape=$1 data=$2 out=$3 budget=$4
 shift 4
 py=/usr/bin/python3  # Debian's python3, the one python3-torch installs into

@@ -2,6 +2,10 @@
 # `--help` prints the script's leading comment block and exits 0; any other argument that starts
 # with "-" is no option of these scripts, and more than MAX other arguments are too many: both are
 # usage errors (exit 2), where they would otherwise be taken as a directory named "--help".
+
+# The calling script's leading comment block, without the "# " of each line.
+script_usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; }
+
 script_args() {
   local max=$1 count=0 arg name
   shift
@@ -9,7 +13,7 @@ script_args() {
   for arg in "$@"; do
     case "$arg" in
       -h | --help)
-        sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+        script_usage
         exit 0
         ;;
       -*)
