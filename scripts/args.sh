@@ -3,8 +3,8 @@
 # with "-" is no option of these scripts, and more than MAX other arguments are too many: both are
 # usage errors (exit 2), where they would otherwise be taken as a directory named "--help".
 
-# The calling script's leading comment block, without the "# " of each line.
-script_usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; }
+# The leading comment block of a script (default: the calling one), without the "# " of each line.
+script_usage() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "${1:-$0}"; }
 
 script_args() {
   local max=$1 count=0 arg name

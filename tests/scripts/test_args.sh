@@ -10,7 +10,9 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "Scripts.Args: $*" >&2; exit 1; }
-header() { sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1"; }
+# The exit status of a command, its output dropped (set -e would stop at a non-zero one).
+status() { "$@" >/dev/null 2>&1 && echo 0 || echo $?; }
+. "$root/scripts/args.sh"  # script_usage FILE: the header a script's --help must print
 
 # The helper itself, on a script that takes at most one argument.
 cat >"$tmp/one.sh" <<SCRIPT
@@ -22,22 +24,18 @@ set -euo pipefail
 script_args 1 "\$@"
 echo "ran with \$#"
 SCRIPT
-for h in --help -h; do
-  out=$(bash "$tmp/one.sh" "$h") || fail "one.sh $h exited $?, not 0"
-  [ "$out" = "$(header "$tmp/one.sh")" ] || fail "one.sh $h printed '$out', not its header"
+expected=$'one.sh: takes an optional directory.\n  one.sh [DIR]'
+for args in --help -h "dir --help"; do
+  # shellcheck disable=SC2086  # "dir --help" is two arguments
+  out=$(bash "$tmp/one.sh" $args) || fail "one.sh $args exited $?, not 0"
+  [ "$out" = "$expected" ] || fail "one.sh $args printed '$out', not its header"
 done
-out=$(bash "$tmp/one.sh" dir --help) || fail "one.sh dir --help exited $?, not 0"
-[ "$out" = "$(header "$tmp/one.sh")" ] || fail "one.sh dir --help printed '$out'"
-set +e
-err=$(bash "$tmp/one.sh" --bogus 2>&1 >/dev/null); rc=$?
-set -e
-[ "$rc" = 2 ] || fail "one.sh --bogus exited $rc, not 2"
-case "$err" in *"unknown option '--bogus'"*) ;; *) fail "one.sh --bogus said '$err'" ;; esac
-set +e
-err=$(bash "$tmp/one.sh" a b 2>&1 >/dev/null); rc=$?
-set -e
-[ "$rc" = 2 ] || fail "one.sh a b exited $rc, not 2"
-case "$err" in *"at most 1 argument(s), got 2"*) ;; *) fail "one.sh a b said '$err'" ;; esac
+[ "$(status bash "$tmp/one.sh" --bogus)" = 2 ] || fail "one.sh --bogus did not exit 2"
+case "$(bash "$tmp/one.sh" --bogus 2>&1)" in
+  *"unknown option '--bogus'"*) ;; *) fail "one.sh --bogus did not name the option" ;; esac
+[ "$(status bash "$tmp/one.sh" a b)" = 2 ] || fail "one.sh a b did not exit 2"
+case "$(bash "$tmp/one.sh" a b 2>&1)" in
+  *"at most 1 argument(s), got 2"*) ;; *) fail "one.sh a b did not say how many it takes" ;; esac
 [ "$(bash "$tmp/one.sh")" = "ran with 0" ] || fail "one.sh without arguments did not run"
 [ "$(bash "$tmp/one.sh" d)" = "ran with 1" ] || fail "one.sh d did not run"
 
@@ -56,18 +54,14 @@ cd "$tmp"
 for f in "${scripts[@]}"; do
   name=${f#"$root"/}
   out=$(timeout 30 bash "$f" --help) || fail "$name --help exited $?, not 0"
-  [ -n "$out" ] && [ "$out" = "$(header "$f")" ] || fail "$name --help did not print its header"
-  set +e
-  timeout 30 bash "$f" --no-such-option >/dev/null 2>&1; rc=$?
-  set -e
+  [ -n "$out" ] && [ "$out" = "$(script_usage "$f")" ] || fail "$name --help did not print its header"
+  rc=$(status timeout 30 bash "$f" --no-such-option)
   [ "$rc" = 2 ] || fail "$name --no-such-option exited $rc, not 2"
 done
 [ -z "$(ls -A "$tmp" | grep -v '^one.sh$')" ] || fail "a script wrote into its working directory"
 
 out=$(bash "$root/bench/vs_torch.sh" --help) || fail "bench/vs_torch.sh --help exited $?, not 0"
 [ -n "$out" ] || fail "bench/vs_torch.sh --help printed nothing"
-set +e
-bash "$root/bench/vs_torch.sh" >/dev/null 2>&1; rc=$?
-set -e
+rc=$(status bash "$root/bench/vs_torch.sh")
 [ "$rc" = 2 ] || fail "bench/vs_torch.sh without arguments exited $rc, not 2"
 echo "Scripts.Args: ${#scripts[@]} scripts answer --help and refuse an unknown option"
