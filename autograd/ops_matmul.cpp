@@ -2,8 +2,11 @@
 //
 // Dimension key: M rows of op(A), K the contracted size, N columns of op(B); A is stored
 // [M,K] (or [K,M] when trans_a), B is stored [K,N] (or [N,K] when trans_b).
+#include <memory>
+
 #include "autograd/ops_util.h"
 #include "tensor/kernels.h"
+#include "tensor/matmul_backend.h"
 #include "tensor/profile.h"
 
 namespace seqtape {
@@ -89,6 +92,25 @@ void gemm_backward(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a
   }
 }
 
+// The bf16 roundings of a single product's operands, made in its forward and kept for its
+// backward (kernels::Bf16Memo), which reads the same stored matrices again: null unless the
+// op has a backward and its products run in bf16.
+std::shared_ptr<kernels::Bf16Memo> forward_memo(bool grad, DType dt) {
+  if (!grad || dt != DType::F32 || kernels::matmul_precision() != kernels::Precision::BF16)
+    return nullptr;
+  return std::make_shared<kernels::Bf16Memo>();
+}
+
+// A backward's memos: its forward's (the op's inputs), and its own for the output's gradient,
+// which two of its products read and which lives only while the backward runs.
+struct BackwardMemos {
+  explicit BackwardMemos(kernels::Bf16Memo* forward)
+      : fwd(forward), own(forward ? &mine : nullptr) {}
+  kernels::Bf16MemoScope fwd;
+  kernels::Bf16Memo mine;
+  kernels::Bf16MemoScope own;
+};
+
 }  // namespace
 
 Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
@@ -101,18 +123,21 @@ Var matmul(const Var& a, const Var& b, bool ta, bool tb) {
   const int64_t a_step = p.m * p.k, b_step = p.shared_b || b.ndim() == 2 ? 0 : p.k * p.n,
                 c_step = p.m * p.n;
   Tensor out = Tensor::empty(p.out, a.dtype());  // [..., M, N]
+  const bool grad = detail::wants_grad({&a, &b});
+  auto memo = forward_memo(grad && gemms == 1, a.dtype());
   dispatch(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    kernels::Bf16MemoScope memo_scope(memo.get());
     const T* pa = a.value().data<T>();
     const T* pb = b.value().data<T>();
     T* pc = out.data<T>();
     kernels::gemm_batched<T>(ta, tb, m, p.n, p.k, T(1), pa, ta ? p.m : p.k, pb, tb ? p.k : p.n,
                              T(0), pc, p.n, {gemms, 1, a_step, 0, b_step, 0, c_step, 0});
   });
-  const bool grad = detail::wants_grad({&a, &b});
   return detail::make_result("matmul", std::move(out), grad,
                              [ai = a.shared(), bi = b.shared(), ta, tb, gemms, m, n = p.n, k = p.k,
-                              a_step, b_step, c_step](VarImpl& o) {
+                              a_step, b_step, c_step, memo](VarImpl& o) {
+                               BackwardMemos memos(memo.get());
                                dispatch(o.value.dtype(), [&](auto tag) {
                                  using T = decltype(tag);
                                  const T* pa = ai->value.data<T>();
@@ -162,19 +187,22 @@ Var affine_op(const char* op, const Var& x, const Var& w, const Var& b, bool tw,
   Shape os = x.shape();
   os.back() = n;
   Tensor out = Tensor::empty(os, x.dtype());  // [..., N]
+  const bool grad = has_b ? detail::wants_grad({&x, &w, &b}) : detail::wants_grad({&x, &w});
+  auto memo = forward_memo(grad, x.dtype());
   dispatch(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    kernels::Bf16MemoScope memo_scope(memo.get());
     T* y = out.data<T>();
     kernels::gemm_bias<T>(tw, r, n, k, x.value().data<T>(), k, w.value().data<T>(), tw ? k : n,
                           has_b ? b.value().data<T>() : nullptr, y, n, relu);
   });
-  const bool grad = has_b ? detail::wants_grad({&x, &w, &b}) : detail::wants_grad({&x, &w});
   // relu: g ← g where y > 0, else 0 (relu's backward, y > 0 exactly where its input was);
   // then dX += g·op(W)ᵀ, dW += op-transposed Xᵀ·g, db += Σ_rows g
   return detail::make_result(
       op, std::move(out), grad,
-      [xi = x.shared(), wi = w.shared(), bi = has_b ? b.shared() : nullptr, tw, r, n, k,
-       relu](VarImpl& o) {
+      [xi = x.shared(), wi = w.shared(), bi = has_b ? b.shared() : nullptr, tw, r, n, k, relu,
+       memo](VarImpl& o) {
+        BackwardMemos memos(memo.get());
         dispatch(o.value.dtype(), [&](auto tag) {
           using T = decltype(tag);
           const T* g = o.grad.data<T>();

@@ -35,9 +35,44 @@ namespace {
 
 std::atomic<MatmulBackend> g_backend{MatmulBackend::OpenBLAS};
 std::atomic<Precision> g_precision{Precision::F32};
-std::atomic<int64_t> g_openblas{0}, g_onednn_f32{0}, g_onednn_bf16{0}, g_primitives{0}, g_split{0};
+std::atomic<int64_t> g_openblas{0}, g_onednn_f32{0}, g_onednn_bf16{0}, g_primitives{0}, g_split{0},
+    g_bf16_values{0};
+
+// This thread's memos, innermost last (Bf16MemoScope).
+thread_local std::vector<Bf16Memo*> t_memos;
+
+// x [rows, cols] (row stride ld) rounded to bf16 into y [rows, cols], dense: the CPU's
+// conversion where the build has oneDNN (below), round_to_bf16 elsewhere.
+void round_rows_dense(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* y);
 
 }  // namespace
+
+const uint16_t* Bf16Memo::find(const float* src, int64_t rows, int64_t cols, int64_t ld) const {
+  for (const Entry& e : entries_)
+    if (e.src == src && e.rows == rows && e.cols == cols && e.ld == ld)
+      return reinterpret_cast<const uint16_t*>(e.storage.data<float>());
+  return nullptr;
+}
+
+const uint16_t* Bf16Memo::add(const float* src, int64_t rows, int64_t cols, int64_t ld) {
+  // from the tensor pool, as a step's other buffers (a fresh allocation per product cost more
+  // in page faults than the rounding it saved); every element is written below
+  Tensor storage = Tensor::empty({(rows * cols + 1) / 2}, DType::F32);
+  uint16_t* y = reinterpret_cast<uint16_t*>(storage.data<float>());
+  parallel_range(rows, double(cols) * kCostSimple, [&](int64_t r0, int64_t r1) {
+    round_rows_dense(src + r0 * ld, r1 - r0, cols, ld, y + r0 * cols);
+  });
+  g_bf16_values.fetch_add(rows * cols, std::memory_order_relaxed);
+  entries_.push_back({src, rows, cols, ld, std::move(storage)});
+  return y;
+}
+
+Bf16MemoScope::Bf16MemoScope(Bf16Memo* memo) : pushed_(memo != nullptr) {
+  if (pushed_) t_memos.push_back(memo);
+}
+Bf16MemoScope::~Bf16MemoScope() {
+  if (pushed_) t_memos.pop_back();
+}
 
 const char* matmul_backend_name(MatmulBackend b) {
   switch (b) {
@@ -122,8 +157,8 @@ MatmulScope::~MatmulScope() {
 }
 
 MatmulCounts matmul_counts() {
-  return {g_openblas.load(), g_onednn_f32.load(), g_onednn_bf16.load(), g_primitives.load(),
-          g_split.load()};
+  return {g_openblas.load(),   g_onednn_f32.load(), g_onednn_bf16.load(),
+          g_primitives.load(), g_split.load(),      g_bf16_values.load()};
 }
 
 void detail::count_openblas_gemm() {
@@ -151,6 +186,18 @@ void detail::round_rows_to_bf16(const float* x, int64_t rows, int64_t cols, int6
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = round_to_bf16(x[r * ld + j]);
 }
+
+namespace {
+void round_rows_dense(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* y) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float v = round_to_bf16(x[r * ld + j]);
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      y[r * cols + j] = static_cast<uint16_t>(u >> 16);
+    }
+}
+}  // namespace
 
 #else
 
@@ -411,6 +458,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void rows_round_
 }
 #undef SEQTAPE_BF16_TARGET
 
+void round_rows_dense(const float* x, int64_t rows, int64_t cols, int64_t ld, uint16_t* y) {
+  rows_to_bf16(x, rows, cols, ld, y);
+}
+
 // The batch strides of operand blocks [rows, cols] copied dense and one after the other (a
 // broadcast operand, stride 0, once).
 std::pair<int64_t, int64_t> dense_strides(int64_t rows, int64_t cols, const GemmBatch& bt,
@@ -429,6 +480,7 @@ void to_bf16(const float* x, int64_t rows, int64_t cols, int64_t ld, const GemmB
   // model's bf16 step)
   if (out.size() < static_cast<size_t>(n0 * n1 * block))
     out.resize(static_cast<size_t>(n0 * n1 * block));
+  g_bf16_values.fetch_add(n0 * n1 * block, std::memory_order_relaxed);
   for (int64_t i = 0; i < n0; ++i)
     for (int64_t j = 0; j < n1; ++j) {
       const float* xb = x + i * s0 + j * s1;
@@ -460,20 +512,42 @@ void operand_to_bf16(const Gemm& g, int which, std::vector<uint16_t>& out) {
     to_bf16(g.b, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb, g.batch, g.batch.sb0, g.batch.sb1, out);
 }
 
-// g's product (float operands) on this thread, in float32 or in bf16: then its operands are
-// rounded into this thread's dense copies first, except one given already rounded (shared16:
-// operand `shared` of g, 0 A or 1 B, rounded by operand_to_bf16).
-void run_here(const Gemm& g, bool bf16, const uint16_t* shared16 = nullptr, int shared = 0) {
+// A stored operand already rounded to bf16: p [rows, cols] with row stride ld (p null: none).
+struct Rounded {
+  const uint16_t* p = nullptr;
+  int64_t ld = 0;
+};
+
+// The stored shape of A (which 0: [M,K], or [K,M] transposed) or B (1: [K,N], or [N,K]).
+std::pair<int64_t, int64_t> stored(const Gemm& g, int which) {
+  if (which == 0) return {g.ta ? g.k : g.m, g.ta ? g.m : g.k};
+  return {g.tb ? g.n : g.k, g.tb ? g.k : g.n};
+}
+
+// g's product (float operands) on this thread, in float32 or in bf16: then each operand is
+// taken from `given` (a single product's, already rounded: used in place where dense, copied
+// dense otherwise) or rounded into this thread's dense copy.
+void run_here(const Gemm& g, bool bf16, const Rounded* given = nullptr) {
   if (!bf16) return onednn().run(g, false);
   thread_local std::vector<uint16_t> copy[2];
   const uint16_t* r[2] = {nullptr, nullptr};
   for (int which : {0, 1}) {
-    if (shared16 && which == shared) {
-      r[which] = shared16;
-    } else {
-      operand_to_bf16(g, which, copy[which]);
-      r[which] = copy[which].data();
+    const Rounded w = given ? given[which] : Rounded{};
+    const auto [rows, cols] = stored(g, which);
+    if (w.p && w.ld == cols) {
+      r[which] = w.p;
+      continue;
     }
+    std::vector<uint16_t>& out = copy[which];
+    if (w.p) {  // a strided block of a rounded whole (a part's columns): copied dense
+      if (out.size() < static_cast<size_t>(rows * cols))
+        out.resize(static_cast<size_t>(rows * cols));
+      for (int64_t i = 0; i < rows; ++i)
+        std::memcpy(out.data() + i * cols, w.p + i * w.ld, sizeof(uint16_t) * cols);
+    } else {
+      operand_to_bf16(g, which, out);
+    }
+    r[which] = out.data();
   }
   onednn().run(bf16_layout(g, r[0], r[1]), true);
 }
@@ -494,8 +568,8 @@ constexpr int kMaxSplit = 64;              // parts of one product at most
 enum class Split { Rows, Cols, Outer, Inner };
 
 // Rows, columns or batch entries [r0, r1) of g's product: a product of its own over the same
-// storage.
-Gemm part_of(const Gemm& g, Split along, int64_t r0, int64_t r1) {
+// storage; whole, g's rounded operands, which become the part's (a single product's only).
+Gemm part_of(const Gemm& g, Split along, int64_t r0, int64_t r1, Rounded* whole = nullptr) {
   Gemm p = g;
   GemmBatch& bt = p.batch;
   switch (along) {
@@ -503,12 +577,14 @@ Gemm part_of(const Gemm& g, Split along, int64_t r0, int64_t r1) {
       p.m = r1 - r0;
       p.a += g.ta ? r0 : r0 * g.lda;
       p.c += r0 * g.ldc;
+      if (whole && whole[0].p) whole[0].p += g.ta ? r0 : r0 * whole[0].ld;
       break;
     case Split::Cols:
       p.n = r1 - r0;
       p.b += g.tb ? r0 * g.ldb : r0;
       p.c += r0;
       if (p.bias) p.bias += r0;
+      if (whole && whole[1].p) whole[1].p += g.tb ? r0 * whole[1].ld : r0;
       break;
     case Split::Outer:
     case Split::Inner: {
@@ -530,12 +606,13 @@ Gemm part_of(const Gemm& g, Split along, int64_t r0, int64_t r1) {
 // product is split along the longer of M and N, a batch along its batch axes (one-thread oneDNN
 // against OpenBLAS, and two parts against one: docs/performance.md). bf16: each part rounds its
 // own operands into dense copies (oneDNN's bf16 kernels take a strided view of a part only
-// through gemm:jit, slower than brgemm), so the
-// rounding is split too; the operand every part reads whole is rounded once.
+// through gemm:jit, slower than brgemm), so the rounding is split too; the operand every part
+// reads whole is rounded once. `given`: a single product's operands already rounded whole
+// (a Bf16Memo's), which the parts take their blocks of.
 // The parts depend on the thread setting alone, never on which thread is free, so a product's
 // bits are the same whenever the setting is (the parts' primitives may sum in another order
 // than the whole one: results of different thread settings may differ in the last bits).
-void run_onednn(const Gemm& g, bool bf16) {
+void run_onednn(const Gemm& g, bool bf16, const Rounded* given = nullptr) {
   const GemmBatch& bt = g.batch;
   const int64_t count = bt.n0 * bt.n1;
   const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) *
@@ -553,41 +630,52 @@ void run_onednn(const Gemm& g, bool bf16) {
   const int64_t align = along == Split::Rows ? 8 : along == Split::Cols ? 16 : 1;
   if (threads < 2 || flops < kSplitFlops || extent < 2 * align ||
       onednn_threads(g.m, g.n, g.k * count) > 1) {
-    run_here(g, bf16);
+    run_here(g, bf16, given);
     return;
   }
   const int64_t parts = std::min<int64_t>({threads, kMaxSplit, extent / align});
   const int64_t per = (extent / parts + align - 1) / align * align;
   // bf16: the operand every part of a single product reads whole (B for a split of rows, A for
-  // one of columns) is rounded once, here; each part rounds its own slice of the other.
-  const bool shares = bf16 && count == 1;
+  // one of columns) is rounded once, here, unless given; each part rounds its own slice of the
+  // other, unless given.
+  Rounded whole[2] = {given ? given[0] : Rounded{}, given ? given[1] : Rounded{}};
   const int shared = along == Split::Rows ? 1 : 0;
   thread_local std::vector<uint16_t> shared16;
-  if (shares) operand_to_bf16(g, shared, shared16);
+  if (bf16 && count == 1 && !whole[shared].p) {
+    operand_to_bf16(g, shared, shared16);
+    whole[shared] = {shared16.data(), stored(g, shared).second};
+  }
   struct Job {
     const Gemm* g;
     bool bf16;
     Split along;
     int64_t per, extent;
-    const uint16_t* shared16;
-    int shared;
+    Rounded whole[2];
     std::exception_ptr error[kMaxSplit];
-    Gemm part(int64_t c) const {
-      return part_of(*g, along, c * per, std::min(extent, (c + 1) * per));
+    // Part c, and in r its rounded operands.
+    Gemm part(int64_t c, Rounded* r) const {
+      r[0] = whole[0];
+      r[1] = whole[1];
+      return part_of(*g, along, c * per, std::min(extent, (c + 1) * per), r);
     }
   };
-  Job job{&g, bf16, along, per, extent, shares ? shared16.data() : nullptr, shared, {}};
+  Job job{&g, bf16, along, per, extent, {whole[0], whole[1]}, {}};
   const int64_t used = (extent + per - 1) / per;
   g_split.fetch_add(1, std::memory_order_relaxed);
   // The primitives first, here: a layout oneDNN has no implementation for throws now, before
   // any part has written C (routed then gives the whole product to OpenBLAS).
-  for (int64_t c = 0; c < used; ++c) prepare_here(job.part(c), bf16);
+  for (int64_t c = 0; c < used; ++c) {
+    Rounded r[2];
+    prepare_here(job.part(c, r), bf16);
+  }
   parallel_chunks(
       used,
       [](void* p, int64_t c) {
         Job& j = *static_cast<Job*>(p);
         try {
-          run_here(j.part(c), j.bf16, j.shared16, j.shared);
+          Rounded r[2];
+          const Gemm part = j.part(c, r);
+          run_here(part, j.bf16, r);
         } catch (...) {
           j.error[c] = std::current_exception();
         }
@@ -595,6 +683,22 @@ void run_onednn(const Gemm& g, bool bf16) {
       &job, idle_between_ops());
   for (int64_t c = 0; c < used; ++c)
     if (job.error[c]) std::rethrow_exception(job.error[c]);
+}
+
+// g's operands (a single product's) from this thread's memos, rounded into the innermost when
+// not found there; nothing without a memo.
+void from_memos(const Gemm& g, Rounded* given) {
+  if (t_memos.empty() || g.batch.n0 * g.batch.n1 != 1) return;
+  for (int which : {0, 1}) {
+    const float* src = which == 0 ? g.a : g.b;
+    const int64_t ld = which == 0 ? g.lda : g.ldb;
+    const auto [rows, cols] = stored(g, which);
+    const uint16_t* p = nullptr;
+    for (const Bf16Memo* m : t_memos)
+      if ((p = m->find(src, rows, cols, ld))) break;
+    if (!p) p = t_memos.back()->add(src, rows, cols, ld);
+    given[which] = {p, cols};
+  }
 }
 
 // auto: per product shape, the faster of OpenBLAS and oneDNN float32, timed the first time it
@@ -644,7 +748,9 @@ bool routed(const Gemm& g) {
   const MatmulBackend backend = g_backend;
   try {
     if (g_precision == Precision::BF16) {
-      run_onednn(g, true);
+      Rounded given[2];
+      from_memos(g, given);
+      run_onednn(g, true, given);
       g_onednn_bf16.fetch_add(1, std::memory_order_relaxed);
       return true;
     }

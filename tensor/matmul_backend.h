@@ -32,8 +32,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tensor/kernels.h"
+#include "tensor/tensor.h"
 
 namespace seqtape::kernels {
 
@@ -81,10 +83,51 @@ class MatmulScope {
 
 // Float gemms run since the process started, by route, oneDNN primitives made (each shape
 // once), and oneDNN products split over seqtape's threads; for benchmarks and tests.
+// bf16_values: the float values rounded to bfloat16 for oneDNN's products.
 struct MatmulCounts {
-  int64_t openblas = 0, onednn_f32 = 0, onednn_bf16 = 0, primitives = 0, split = 0;
+  int64_t openblas = 0, onednn_f32 = 0, onednn_bf16 = 0, primitives = 0, split = 0, bf16_values = 0;
 };
 MatmulCounts matmul_counts();
+
+// bf16 roundings kept for several products. Under Precision::BF16 each operand of a oneDNN
+// product is rounded to bfloat16 first, and an op's products read the same stored matrices more
+// than once: an affine's forward reads X and W, its backward reads W, X and dY, dY twice. While a
+// Bf16MemoScope holds memos on this thread, each float operand of a single (non-batched) oneDNN
+// product is looked up in them by its storage (pointer, rows, columns, row stride): found, the
+// product takes that rounding; not found, it is rounded whole into the innermost memo, for the
+// products after it. The bits are the same as without a memo (the same values rounded the same
+// way, laid out as the products had them). The caller promises that the matrices a memo holds do
+// not change while it holds them: an op keeps its forward's memo (its inputs) until its
+// backward has run, and its backward's own (the output's gradient) only during it.
+class Bf16Memo {
+ public:
+  struct Entry {
+    const float* src;
+    int64_t rows, cols, ld;
+    Tensor storage;  // the bf16 values [rows, cols], dense, in a pooled buffer
+  };
+  // The rounding of src [rows, cols] (row stride ld), or null.
+  const uint16_t* find(const float* src, int64_t rows, int64_t cols, int64_t ld) const;
+  // Rounds src [rows, cols] (row stride ld) into a new entry, over the BLAS threads.
+  const uint16_t* add(const float* src, int64_t rows, int64_t cols, int64_t ld);
+  size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+// Puts `memo` (null: nothing) innermost among this thread's memos for its lifetime; the
+// products look a rounding up in all of them and keep a new one in the innermost.
+class Bf16MemoScope {
+ public:
+  explicit Bf16MemoScope(Bf16Memo* memo);
+  ~Bf16MemoScope();
+  Bf16MemoScope(const Bf16MemoScope&) = delete;
+  Bf16MemoScope& operator=(const Bf16MemoScope&) = delete;
+
+ private:
+  bool pushed_;
+};
 
 // The implementation oneDNN chose for a float (bf16 = false) or bf16 product of this shape,
 // as it names it ("brg:avx512_core_bf16", "gemm:jit", ...); "" without oneDNN.

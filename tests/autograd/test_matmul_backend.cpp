@@ -525,6 +525,94 @@ TEST(MatmulBackend, AffineReluIsReluOfAffineToTheBit) {
   }
 }
 
+// Under bf16, an affine's and a 2-D matmul's forward and backward round each operand once
+// (kernels::Bf16Memo: X and W in the forward, kept for the backward, dY once for its two
+// products), and give the bits of their products run one by one, each rounding its own
+// operands: on shapes split over two threads (oneDNN: 2^23 FLOPs and up, some parts then taking
+// strided blocks of a rounded whole) and not.
+TEST(Bf16Memo, AnOpsProductsRoundEachOperandOnceToTheSameBits) {
+  if (!kernels::matmul_problem(MatmulBackend::OneDNN, Precision::BF16).empty())
+    GTEST_SKIP() << "no bf16 units (oneDNN ISA " << kernels::onednn_info().isa << ")";
+  const Threads two(2);
+  const kernels::MatmulScope scope(MatmulBackend::OneDNN, Precision::BF16);
+  auto param = [](Shape s, double scale) {
+    Tensor t = Tensor::empty(std::move(s), DType::F32);
+    const std::vector<float> v = Case::values(t.numel(), scale);
+    std::memcpy(t.data<float>(), v.data(), sizeof(float) * v.size());
+    return t;
+  };
+  auto bits_equal = [](const Tensor& a, const Tensor& b) {
+    return a.shape() == b.shape() &&
+           std::memcmp(a.data<float>(), b.data<float>(), sizeof(float) * size_t(a.numel())) == 0;
+  };
+  auto rounded = [] { return kernels::matmul_counts().bf16_values; };
+  // affine: y = x·op(W) + b, x [R, K], W [N, K] (tw) or [K, N]
+  for (const int64_t R : {int64_t(48), int64_t(640)})
+    for (const bool tw : {true, false}) {
+      SCOPED_TRACE("affine, " + std::to_string(R) + " rows" + (tw ? ", Wᵀ" : ""));
+      const int64_t K = 128, N = 512;
+      Tensor xt = param({R, K}, 0.71), wt = param(tw ? Shape{N, K} : Shape{K, N}, 0.37),
+             bt = param({N}, 0.53), up = param({R, N}, 0.29);
+      Tape& tape = Tape::current();
+      tape.clear();
+      Var x(xt.clone(), true), w(wt.clone(), true), b(bt.clone(), true);
+      const int64_t before = rounded();
+      Var y = affine(x, w, b, tw);
+      tape.backward(y, up);
+      EXPECT_EQ(rounded() - before, R * K + K * N + R * N);  // x, W and dY, once each
+      // The products one by one.
+      Tensor y1 = Tensor::empty({R, N}, DType::F32), dx = Tensor::empty({R, K}, DType::F32),
+             dw = Tensor::empty(wt.shape(), DType::F32);
+      const float *xp = xt.data<float>(), *wp = wt.data<float>(), *g = up.data<float>();
+      kernels::gemm_bias<float>(tw, R, N, K, xp, K, wp, tw ? K : N, bt.data<float>(),
+                                y1.data<float>(), N);
+      kernels::gemm<float>(false, !tw, R, K, N, 1.f, g, N, wp, tw ? K : N, 0.f, dx.data<float>(),
+                           K);
+      if (tw)
+        kernels::gemm<float>(true, false, N, K, R, 1.f, g, N, xp, K, 0.f, dw.data<float>(), K);
+      else
+        kernels::gemm<float>(true, false, K, N, R, 1.f, xp, K, g, N, 0.f, dw.data<float>(), N);
+      EXPECT_TRUE(bits_equal(y.value(), y1)) << "y";
+      EXPECT_TRUE(bits_equal(x.grad(), dx)) << "dx";
+      EXPECT_TRUE(bits_equal(w.grad(), dw)) << "dw";
+      tape.clear();
+    }
+  // matmul: C = op(A)·op(B), both 2-D
+  for (const int64_t M : {int64_t(40), int64_t(300)})
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      SCOPED_TRACE("matmul " + std::to_string(M) + ", ta " + std::to_string(ta) + " tb " +
+                   std::to_string(tb));
+      const int64_t N = 397 - M, K = 161;
+      Tensor at = param(ta ? Shape{K, M} : Shape{M, K}, 0.37),
+             btt = param(tb ? Shape{N, K} : Shape{K, N}, 0.61), up = param({M, N}, 0.29);
+      Tape& tape = Tape::current();
+      tape.clear();
+      Var a(at.clone(), true), b(btt.clone(), true);
+      const int64_t before = rounded();
+      Var c = matmul(a, b, ta, tb);
+      tape.backward(c, up);
+      EXPECT_EQ(rounded() - before, M * K + K * N + M * N);
+      const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+      const float *ap = at.data<float>(), *bp = btt.data<float>(), *g = up.data<float>();
+      Tensor c1 = Tensor::empty({M, N}, DType::F32), da = Tensor::empty(at.shape(), DType::F32),
+             db = Tensor::empty(btt.shape(), DType::F32);
+      kernels::gemm<float>(ta, tb, M, N, K, 1.f, ap, lda, bp, ldb, 0.f, c1.data<float>(), N);
+      if (!ta)
+        kernels::gemm<float>(false, !tb, M, K, N, 1.f, g, N, bp, ldb, 0.f, da.data<float>(), K);
+      else
+        kernels::gemm<float>(tb, true, K, M, N, 1.f, bp, ldb, g, N, 0.f, da.data<float>(), M);
+      if (!tb)
+        kernels::gemm<float>(!ta, false, K, N, M, 1.f, ap, lda, g, N, 0.f, db.data<float>(), N);
+      else
+        kernels::gemm<float>(true, ta, N, K, M, 1.f, g, N, ap, lda, 0.f, db.data<float>(), K);
+      EXPECT_TRUE(bits_equal(c.value(), c1)) << "c";
+      EXPECT_TRUE(bits_equal(a.grad(), da)) << "da";
+      EXPECT_TRUE(bits_equal(b.grad(), db)) << "db";
+      tape.clear();
+    }
+}
+
 TEST(MatmulBackend, Float64StaysOnOpenBlas) {
   const kernels::OneDnnInfo& info = kernels::onednn_info();
   if (!info.built || !info.bf16) GTEST_SKIP() << "no bf16 units";
