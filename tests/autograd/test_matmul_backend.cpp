@@ -465,16 +465,25 @@ TEST(MatmulBackend, GemmBiasAddsTheBiasOnEveryRoute) {
   }
 }
 
+// A float32 tensor of shape s holding Case::values.
+Tensor param(Shape s, double scale) {
+  Tensor t = Tensor::empty(std::move(s), DType::F32);
+  const std::vector<float> v = Case::values(t.numel(), scale);
+  std::memcpy(t.data<float>(), v.data(), sizeof(float) * v.size());
+  return t;
+}
+
+bool bits_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::memcmp(a.data<float>(), b.data<float>(), sizeof(float) * size_t(a.numel())) == 0;
+}
+
 // affine_relu (a feed-forward layer's first half, the ReLU in the product's epilogue on oneDNN
 // and in the bias pass on OpenBLAS) gives the bits of relu(affine(…)) on every route, forward
 // and backward, on shapes split over threads (oneDNN: 2^23 FLOPs and up) and not; a row with a
 // NaN gives zeros after the ReLU on both (relu's x > 0 ? x : 0), and negative sums give +0.
 TEST(MatmulBackend, AffineReluIsReluOfAffineToTheBit) {
   const Threads two(2);
-  auto bits_equal = [](const Tensor& a, const Tensor& b) {
-    return a.shape() == b.shape() &&
-           std::memcmp(a.data<float>(), b.data<float>(), sizeof(float) * size_t(a.numel())) == 0;
-  };
   for (const Mode mode :
        {Mode{MatmulBackend::OpenBLAS, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::F32},
         Mode{MatmulBackend::OneDNN, Precision::BF16}}) {
@@ -486,12 +495,6 @@ TEST(MatmulBackend, AffineReluIsReluOfAffineToTheBit) {
                      (mode.backend == MatmulBackend::OneDNN ? ", onednn" : ", openblas") +
                      (mode.precision == Precision::BF16 ? " bf16" : ""));
         const int64_t K = 128, N = 512;
-        auto param = [](Shape s, double scale) {
-          Tensor t = Tensor::empty(std::move(s), DType::F32);
-          const std::vector<float> v = Case::values(t.numel(), scale);
-          std::memcpy(t.data<float>(), v.data(), sizeof(float) * v.size());
-          return t;
-        };
         Tensor xt = param({rows, K}, 0.71), wt = param({K, N}, 0.37), bt = param({N}, 0.53),
                up = param({rows, N}, 0.29);
         xt.data<float>()[3 * K + 5] = std::numeric_limits<float>::quiet_NaN();  // row 3
@@ -535,16 +538,6 @@ TEST(Bf16Memo, AnOpsProductsRoundEachOperandOnceToTheSameBits) {
     GTEST_SKIP() << "no bf16 units (oneDNN ISA " << kernels::onednn_info().isa << ")";
   const Threads two(2);
   const kernels::MatmulScope scope(MatmulBackend::OneDNN, Precision::BF16);
-  auto param = [](Shape s, double scale) {
-    Tensor t = Tensor::empty(std::move(s), DType::F32);
-    const std::vector<float> v = Case::values(t.numel(), scale);
-    std::memcpy(t.data<float>(), v.data(), sizeof(float) * v.size());
-    return t;
-  };
-  auto bits_equal = [](const Tensor& a, const Tensor& b) {
-    return a.shape() == b.shape() &&
-           std::memcmp(a.data<float>(), b.data<float>(), sizeof(float) * size_t(a.numel())) == 0;
-  };
   auto rounded = [] { return kernels::matmul_counts().bf16_values; };
   // affine: y = x·op(W) + b, x [R, K], W [N, K] (tw) or [K, N]
   for (const int64_t R : {int64_t(48), int64_t(640)})
