@@ -55,8 +55,9 @@ const uint16_t* Bf16Memo::find(const float* src, int64_t rows, int64_t cols, int
 }
 
 const uint16_t* Bf16Memo::add(const float* src, int64_t rows, int64_t cols, int64_t ld) {
-  // from the tensor pool, as a step's other buffers (a fresh allocation per product cost more
-  // in page faults than the rounding it saved); every element is written below
+  // from the tensor pool, as a step's other buffers (with a fresh heap allocation per product,
+  // 300 steps of the CMUdict recipe took longer than without the memo); every element is
+  // written below
   Tensor storage = Tensor::empty({(rows * cols + 1) / 2}, DType::F32);
   uint16_t* y = reinterpret_cast<uint16_t*>(storage.data<float>());
   parallel_range(rows, double(cols) * kCostSimple, [&](int64_t r0, int64_t r1) {
