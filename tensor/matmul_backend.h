@@ -101,18 +101,17 @@ MatmulCounts matmul_counts();
 // backward has run, and its backward's own (the output's gradient) only during it.
 class Bf16Memo {
  public:
+  // The rounding of src [rows, cols] (row stride ld), or null.
+  const uint16_t* find(const float* src, int64_t rows, int64_t cols, int64_t ld) const;
+  // Rounds src [rows, cols] (row stride ld) into a new entry, over the BLAS threads.
+  const uint16_t* add(const float* src, int64_t rows, int64_t cols, int64_t ld);
+
+ private:
   struct Entry {
     const float* src;
     int64_t rows, cols, ld;
     Tensor storage;  // the bf16 values [rows, cols], dense, in a pooled buffer
   };
-  // The rounding of src [rows, cols] (row stride ld), or null.
-  const uint16_t* find(const float* src, int64_t rows, int64_t cols, int64_t ld) const;
-  // Rounds src [rows, cols] (row stride ld) into a new entry, over the BLAS threads.
-  const uint16_t* add(const float* src, int64_t rows, int64_t cols, int64_t ld);
-  size_t size() const { return entries_.size(); }
-
- private:
   std::vector<Entry> entries_;
 };
 
