@@ -13,6 +13,7 @@
 #include "tensor/kernels_small_gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -224,6 +225,16 @@ void gemm_small_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
   parallel_range(count, cost, run);
 }
 
+namespace {
+// SmallGemmOff's setting (relaxed: it is not changed while a product runs)
+std::atomic<bool> g_small_off{false};
+}  // namespace
+
+SmallGemmOff::SmallGemmOff() : prev_(g_small_off.exchange(true, std::memory_order_relaxed)) {}
+SmallGemmOff::~SmallGemmOff() {
+  g_small_off.store(prev_, std::memory_order_relaxed);
+}
+
 bool gemm_small_takes(int64_t m, int64_t n, int64_t k) {
   // SEQTAPE_SMALL_GEMM=0: never (BLAS or oneDNN for every product, as before this path; for
   // measuring it against them)
@@ -231,7 +242,8 @@ bool gemm_small_takes(int64_t m, int64_t n, int64_t k) {
     const char* v = std::getenv("SEQTAPE_SMALL_GEMM");
     return v && std::strcmp(v, "0") == 0;
   }();
-  return !off && m > 0 && n > 0 && k > 0 && double(m) * double(n) * double(k) <= kGemmSmallMaxMnk;
+  return !off && !g_small_off.load(std::memory_order_relaxed) && m > 0 && n > 0 && k > 0 &&
+         double(m) * double(n) * double(k) <= kGemmSmallMaxMnk;
 }
 
 bool gemm_small_takes_bf16(int64_t m, int64_t n, int64_t k) {

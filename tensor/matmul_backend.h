@@ -19,12 +19,15 @@
 // Precision bf16 (mixed precision) rounds both operands of every float gemm to bfloat16
 // (round to nearest even) and multiplies them on the CPU's bf16 units through oneDNN (the only
 // bf16 gemm here, so bf16 runs on oneDNN whatever the backend says), with
-// float32 accumulation and a float32 result. The exception: batched products small enough
-// that oneDNN's call costs more than the product (attention's heads at the small and short
-// models' sizes, gemm_small_takes_bf16) run on gemm_small_batched, their operands rounded the
-// same way first, with float32 multiply-adds: bf16 operands and float32 sums as on oneDNN
+// float32 accumulation and a float32 result. The exception: products small enough that
+// oneDNN's call costs more than the product (attention's heads at the small and short models'
+// sizes, gemm_small_takes_bf16) run on gemm_small_batched, their operands rounded the same way
+// first, with float32 multiply-adds: bf16 operands and float32 sums as on oneDNN
 // (whose bits differ from these in the order of the sums). Everything else stays float32: the
 // weights the optimizer updates, its moments, softmax, LayerNorm, the loss, and checkpoints.
+//
+// On every backend, float32 products up to gemm_small_takes' bound (64^3 multiply-adds) run on
+// gemm_small_batched too (kernels_small_gemm.h), whether batched or not.
 //
 // The setting is process-wide and applies to kernels::gemm<float> only; the decoder's own
 // kernels (gemm_nt_rowwise, gemv) never change. Like gemm, it must not be changed while another

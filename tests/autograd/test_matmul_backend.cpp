@@ -118,8 +118,11 @@ struct Case {
   float at_a(int64_t i, int64_t p) const { return ta ? a[p * lda + i] : a[i * lda + p]; }
   float at_b(int64_t p, int64_t j) const { return tb ? b[j * ldb + p] : b[p * ldb + j]; }
 
-  // The product through kernels::gemm<float> as currently set.
+  // The product through kernels::gemm<float> as currently set, on the backend itself even where
+  // the shape is small enough for the small-product path (tested below and in
+  // test_small_gemm.cpp).
   std::vector<float> run() const {
+    const kernels::SmallGemmOff backend_itself;
     std::vector<float> c = c0;
     kernels::gemm<float>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
     return c;

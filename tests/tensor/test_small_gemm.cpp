@@ -1,7 +1,8 @@
 // gemm_small_batched, gemm_batched<float>'s path for small products (attention's heads): right
 // against a double loop for every transpose case, odd sizes and padded strides, alpha and beta
 // (beta 0 never reads C); summed in exactly the documented order of the path in use; the same
-// bits on any number of threads; and what gemm_batched<float> sends there.
+// bits on any number of threads; and what gemm_batched<float>, gemm<float> and gemm_bias<float>
+// send there.
 
 #include <gtest/gtest.h>
 
@@ -209,6 +210,65 @@ TEST(SmallGemm, GemmBatchedSendsSmallFloatProductsHere) {
   kernels::gemm_batched<float>(false, false, 80, 80, 80, 1.f, big.a.data(), big.lda, big.b.data(),
                                big.ldb, 0.f, c.data(), big.ldc, big.bt);
   EXPECT_EQ(kernels::matmul_counts().openblas, before + 6);
+}
+
+// The products any backend ran.
+int64_t library_products() {
+  const kernels::MatmulCounts c = kernels::matmul_counts();
+  return c.openblas + c.onednn_f32 + c.onednn_bf16;
+}
+
+// gemm<float> and gemm_bias<float> send a single small product here too, on every backend and
+// precision (a library call costs more than the product: the seed model's layers), with the bits
+// of a batch of one (under bf16: its operands rounded first, as for gemm_batched); a bigger
+// product still goes to the backend.
+TEST(SmallGemm, GemmAndGemmBiasSendSingleSmallProductsHere) {
+  using kernels::MatmulBackend;
+  using kernels::Precision;
+  struct Mode {
+    MatmulBackend backend;
+    Precision precision;
+  };
+  for (const Mode mode :
+       {Mode{MatmulBackend::OpenBLAS, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::F32},
+        Mode{MatmulBackend::Auto, Precision::F32}, Mode{MatmulBackend::OneDNN, Precision::BF16}}) {
+    if (!kernels::matmul_problem(mode.backend, mode.precision).empty()) continue;
+    const bool bf16 = mode.precision == Precision::BF16;
+    const kernels::MatmulScope scope(mode.backend, mode.precision);
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        SCOPED_TRACE(std::string(kernels::matmul_backend_name(mode.backend)) +
+                     (bf16 ? " bf16" : "") + " ta " + std::to_string(ta) + " tb " +
+                     std::to_string(tb));
+        const Problem pb(ta, tb, 7, 5, 33, 0.5f, 0.25f, 0.75f);  // product (0, 0) of its batch
+        std::vector<float> want = pb.c, got = pb.c;
+        kernels::gemm_small_batched(ta, tb, 7, 5, 33, 0.5f, pb.a.data(), pb.lda, pb.b.data(),
+                                    pb.ldb, 0.25f, want.data(), pb.ldc, kernels::GemmBatch{}, bf16);
+        const int64_t before = library_products();
+        kernels::gemm<float>(ta, tb, 7, 5, 33, 0.5f, pb.a.data(), pb.lda, pb.b.data(), pb.ldb,
+                             0.25f, got.data(), pb.ldc);
+        EXPECT_EQ(library_products(), before);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+        if (ta) continue;  // gemm_bias has no transposed A
+        const std::vector<float> bias = filled(5, 0.53);
+        want = got = pb.c;
+        kernels::gemm_small_batched(false, tb, 7, 5, 33, 1.f, pb.a.data(), pb.lda, pb.b.data(),
+                                    pb.ldb, 0.f, want.data(), pb.ldc, kernels::GemmBatch{}, bf16);
+        for (int64_t i = 0; i < 7; ++i)
+          for (int64_t j = 0; j < 5; ++j)
+            want[static_cast<size_t>(i * pb.ldc + j)] += bias[static_cast<size_t>(j)];
+        kernels::gemm_bias<float>(tb, 7, 5, 33, pb.a.data(), pb.lda, pb.b.data(), pb.ldb,
+                                  bias.data(), got.data(), pb.ldc);
+        EXPECT_EQ(library_products(), before);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+      }
+    const Problem big(false, false, 80, 80, 80, 1.f, 0.f, 0.f);
+    std::vector<float> c = big.c;
+    const int64_t before = library_products();
+    kernels::gemm<float>(false, false, 80, 80, 80, 1.f, big.a.data(), big.lda, big.b.data(),
+                         big.ldb, 0.f, c.data(), big.ldc);
+    EXPECT_GT(library_products(), before);
+  }
 }
 
 }  // namespace
