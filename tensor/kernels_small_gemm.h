@@ -16,9 +16,9 @@
 namespace seqtape::kernels {
 
 // Whether gemm<float>, gemm_bias<float> and gemm_batched<float> send an M×N×K product here: a
-// bound on M·N·K alone, so a
-// product's bits never depend on how many others share its batch. SEQTAPE_SMALL_GEMM=0 in the
-// environment turns the path off for the process (to measure it against BLAS and oneDNN).
+// bound on M·N·K alone, so a product's bits never depend on how many others share its batch.
+// SEQTAPE_SMALL_GEMM=0 in the environment turns the path off for the process (to measure it
+// against BLAS and oneDNN).
 bool gemm_small_takes(int64_t m, int64_t n, int64_t k);
 
 // While one lives, gemm_small_takes is false for every shape, so that a test can run small
@@ -35,9 +35,8 @@ class SmallGemmOff {
   bool prev_;
 };
 
-// Whether they send an M×N×K product here under Precision::BF16 too (with
-// round_bf16): a lower bound than gemm_small_takes', since oneDNN's bf16 product gains on
-// larger ones.
+// Whether they send an M×N×K product here under Precision::BF16 too (with round_bf16): a lower
+// bound than gemm_small_takes', since oneDNN's bf16 product gains on larger ones.
 bool gemm_small_takes_bf16(int64_t m, int64_t n, int64_t k);
 
 // gemm_batched's contract (kernels.h), float only, any sizes. round_bf16: each product's
