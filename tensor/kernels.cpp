@@ -58,13 +58,18 @@ class SmallGemmThreads {
 }  // namespace
 
 namespace {
-// Whether a float32 product of this shape runs on gemm_small_batched (kernels_small_gemm.h)
-// rather than the matmul backend: a single product as each of a batch's, by M·N·K alone (under
-// bf16 the lower bound), so its bits never depend on the call. One BLAS or oneDNN call costs
-// more than the product at these sizes (the seed model's products, attention's heads).
-bool small_path(int64_t m, int64_t n, int64_t k) {
-  return matmul_precision() == Precision::BF16 ? gemm_small_takes_bf16(m, n, k)
-                                               : gemm_small_takes(m, n, k);
+// Runs float32 products on gemm_small_batched (kernels_small_gemm.h) rather than the matmul
+// backend when they are small enough, and says whether it did: a single product as each of a
+// batch's, by M·N·K alone (under bf16 the lower bound, the operands rounded first), so its bits
+// never depend on the call. One BLAS or oneDNN call costs more than the product at these sizes
+// (the seed model's products, attention's heads).
+bool ran_small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+               const GemmBatch& bt) {
+  const bool bf16 = matmul_precision() == Precision::BF16;
+  if (!(bf16 ? gemm_small_takes_bf16(m, n, k) : gemm_small_takes(m, n, k))) return false;
+  gemm_small_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt, bf16);
+  return true;
 }
 
 // C = beta·C for an empty product (k = 0): BLAS would leave C untouched for beta = 1 and
@@ -91,10 +96,8 @@ void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_only(m, n, beta, c, ldc);
-  if (small_path(m, n, k))
-    return gemm_small_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, GemmBatch{},
-                              matmul_precision() == Precision::BF16);
-  if (detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, GemmBatch{}))
+  if (ran_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, GemmBatch{}) ||
+      detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, GemmBatch{}))
     return;
   detail::gemm_openblas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
@@ -134,7 +137,9 @@ template <>
 void gemm_bias<float>(bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                       const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc,
                       bool relu) {
-  if (m > 0 && n > 0 && k > 0 && !small_path(m, n, k) &&
+  if (ran_small(false, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc, GemmBatch{}))
+    return add_bias_rows(c, ldc, bias, m, n, relu);
+  if (m > 0 && n > 0 && k > 0 &&
       detail::gemm_f32_routed(false, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc, GemmBatch{},
                               bias, relu))
     return;
@@ -160,10 +165,9 @@ void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, co
     // First for every float32 backend: it was faster than oneDNN's one primitive per batch at
     // the small and short models' attention shapes (docs/performance.md). Under
     // bf16 the smaller of them too, their operands rounded to bf16 first (gemm_small_takes_bf16).
-    if (small_path(m, n, k))
-      return gemm_small_batched(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt,
-                                matmul_precision() == Precision::BF16);
-    if (k > 0 && detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt))
+    if (ran_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt) ||
+        (k > 0 &&
+         detail::gemm_f32_routed(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bt)))
       return;
   }
   for (int64_t i = 0; i < bt.n0; ++i)
