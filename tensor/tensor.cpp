@@ -53,11 +53,19 @@ void fail(const std::string& where, const std::string& what) {
 // ---- buffer pool ------------------------------------------------------------------------
 // Buffers are rounded up to a power of two and kept in per-size free lists when released,
 // up to a cap, so the same shapes every step cost no malloc and no page faults.
+//
+// The free lists are kept per thread (a shard per thread, threads beyond kShards sharing): a
+// thread reuses the buffers it released itself, whose lines are still in its own core's caches.
+// With one pool for all, the ranks of `train --ranks 2` (threads of one process) took each
+// other's buffers and every first write to one pulled its lines over from the other core; the
+// ranks' steps ran 5-10 % slower (docs/performance.md). A buffer released on another thread than
+// the one that took it goes to the releasing thread's shard.
 namespace {
 constexpr int kBuckets = 48;
-constexpr size_t kMaxCached = size_t{1} << 31;  // never cache more than 2 GiB
+constexpr int kShards = 8;
+constexpr size_t kMaxCached = size_t{1} << 31;  // never cache more than 2 GiB in all
 
-// The pool's lock: a flag taken with one atomic exchange. Every tensor of a training step takes
+// A shard's lock: a flag taken with one atomic exchange. Every tensor of a training step takes
 // it twice (acquire, release) for a few loads and stores, almost always uncontended; a
 // std::mutex's lock and unlock calls cost about twice as much there (the seed model's step takes
 // it ~330 times). A thread that finds it held yields until it is free.
@@ -73,17 +81,30 @@ class PoolLock {
   std::atomic<bool> held_{false};
 };
 
-struct Pool {
+// One thread's free lists and counts, on cache lines of its own. The counts are the shard's
+// share: a buffer taken here and released in another shard raises this one's in_use and lowers
+// the other's, so only their sum over the shards means anything (size_t wraps, the sum is right).
+struct alignas(64) Shard {
   PoolLock mu;
   std::array<std::vector<Buffer*>, kBuckets> free;
-  size_t cached = 0;
   size_t in_use = 0;
   uint64_t mallocs = 0;   // buffers that had to come from aligned_alloc
   uint64_t acquires = 0;  // buffers handed out (from the free lists or fresh)
 };
+
+struct Pool {
+  std::array<Shard, kShards> shards;
+  std::atomic<size_t> cached{0};  // bytes in every shard's free lists (the cap's count)
+  std::atomic<int> next_shard{0};
+};
 Pool& pool() {
   static Pool* p = new Pool();  // never destroyed: tensors may outlive static destructors
   return *p;
+}
+// The calling thread's shard: the threads take them in turn as they first allocate.
+Shard& my_shard(Pool& p) {
+  static thread_local const int s = p.next_shard.fetch_add(1, std::memory_order_relaxed) % kShards;
+  return p.shards[static_cast<size_t>(s)];
 }
 int bucket_of(size_t bytes) {
   int b = 6;  // 64 bytes minimum, cache-line aligned
@@ -105,17 +126,20 @@ struct Buffer {
 };
 
 namespace {
-// Frees every cached buffer (after an allocation failed, so that it can be retried).
+// Frees every cached buffer of every shard (after an allocation failed, so that it can be
+// retried).
 void release_cached(Pool& p) {
-  std::lock_guard<PoolLock> lock(p.mu);
-  for (auto& list : p.free) {
-    for (Buffer* b : list) {
-      std::free(b->ptr);
-      delete b;
+  for (Shard& sh : p.shards) {
+    std::lock_guard<PoolLock> lock(sh.mu);
+    for (auto& list : sh.free) {
+      for (Buffer* b : list) {
+        p.cached.fetch_sub(size_t{1} << b->bucket, std::memory_order_relaxed);
+        std::free(b->ptr);
+        delete b;
+      }
+      list.clear();
     }
-    list.clear();
   }
-  p.cached = 0;
 }
 
 // A buffer of at least `bytes`, with one reference: from the free list of its size, or fresh.
@@ -125,19 +149,20 @@ Buffer* acquire_buffer(size_t bytes) {
     fail("Tensor", "allocation of " + std::to_string(bytes) + " bytes is too large");
   const size_t sz = size_t{1} << bucket;
   Pool& p = pool();
+  Shard& sh = my_shard(p);
   {
-    std::lock_guard<PoolLock> lock(p.mu);
-    auto& list = p.free[bucket];
-    p.in_use += sz;
-    ++p.acquires;
+    std::lock_guard<PoolLock> lock(sh.mu);
+    auto& list = sh.free[static_cast<size_t>(bucket)];
+    sh.in_use += sz;
+    ++sh.acquires;
     if (!list.empty()) {
       Buffer* b = list.back();
       list.pop_back();
-      p.cached -= sz;
+      p.cached.fetch_sub(sz, std::memory_order_relaxed);
       b->refs.store(1, std::memory_order_relaxed);
       return b;
     }
-    ++p.mallocs;
+    ++sh.mallocs;
   }
   void* ptr = std::aligned_alloc(64, sz);
   if (!ptr) {  // give the cached buffers back to the system and try once more
@@ -147,8 +172,8 @@ Buffer* acquire_buffer(size_t bytes) {
   Buffer* b = ptr ? new (std::nothrow) Buffer : nullptr;
   if (!b) {
     std::free(ptr);
-    std::lock_guard<PoolLock> lock(p.mu);
-    p.in_use -= sz;
+    std::lock_guard<PoolLock> lock(sh.mu);
+    sh.in_use -= sz;
     fail("Tensor", "out of memory allocating " + std::to_string(bytes) + " bytes");
   }
   b->ptr = ptr;
@@ -172,14 +197,17 @@ void BufferRef::release(Buffer* b) noexcept {
     return;
   }
   Pool& p = pool();
+  Shard& sh = my_shard(p);
   const size_t sz = size_t{1} << b->bucket;
   {
-    std::lock_guard<PoolLock> lock(p.mu);
-    p.in_use -= sz;
-    if (p.cached + sz <= kMaxCached) {
+    std::lock_guard<PoolLock> lock(sh.mu);
+    sh.in_use -= sz;
+    // (The cap is checked, then counted, without one lock over every shard: threads releasing
+    // at once may pass it by a buffer each.)
+    if (p.cached.load(std::memory_order_relaxed) + sz <= kMaxCached) {
       try {
-        p.free[static_cast<size_t>(b->bucket)].push_back(b);
-        p.cached += sz;
+        sh.free[static_cast<size_t>(b->bucket)].push_back(b);
+        p.cached.fetch_add(sz, std::memory_order_relaxed);
         return;
       } catch (...) {
       }
@@ -190,16 +218,24 @@ void BufferRef::release(Buffer* b) noexcept {
 }
 
 size_t pool_bytes_in_use() {
-  std::lock_guard<PoolLock> lock(pool().mu);
-  return pool().in_use;
+  size_t sum = 0;
+  for (Shard& sh : pool().shards) {
+    std::lock_guard<PoolLock> lock(sh.mu);
+    sum += sh.in_use;
+  }
+  return sum;
 }
 size_t pool_bytes_cached() {
-  std::lock_guard<PoolLock> lock(pool().mu);
-  return pool().cached;
+  return pool().cached.load(std::memory_order_relaxed);
 }
 PoolCounts pool_counts() {
-  std::lock_guard<PoolLock> lock(pool().mu);
-  return PoolCounts{pool().acquires, pool().mallocs};
+  PoolCounts c;
+  for (Shard& sh : pool().shards) {
+    std::lock_guard<PoolLock> lock(sh.mu);
+    c.acquires += sh.acquires;
+    c.mallocs += sh.mallocs;
+  }
+  return c;
 }
 
 // ---- Tensor -----------------------------------------------------------------------------

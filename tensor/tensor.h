@@ -1,7 +1,7 @@
 #pragma once
 // Tensor: an N-dimensional, row-major, contiguous array of float32 or float64.
-// Storage is reference counted and comes from a size-bucketed pool, so the per-step
-// allocations of training and decoding reuse the same memory instead of going to malloc.
+// Storage is reference counted and comes from a size-bucketed pool (free lists per thread), so
+// the per-step allocations of training and decoding reuse the same memory instead of malloc.
 // A Tensor never aliases another one with different strides: views are reshapes, or contiguous
 // pieces of one buffer (view_of: parameters and gradients inside one flat buffer).
 
