@@ -58,8 +58,8 @@ void fail(const std::string& where, const std::string& what) {
 // thread reuses the buffers it released itself, whose lines are still in its own core's caches.
 // With one pool for all, the ranks of `train --ranks 2` (threads of one process) took each
 // other's buffers and every first write to one pulled its lines over from the other core; the
-// ranks' steps ran 5-10 % slower (docs/performance.md). A buffer released on another thread than
-// the one that took it goes to the releasing thread's shard.
+// recipe's steps ran about 5 % slower (docs/performance.md). A buffer released on another thread
+// than the one that took it goes to the releasing thread's shard.
 namespace {
 constexpr int kBuckets = 48;
 constexpr int kShards = 8;
