@@ -11,7 +11,8 @@ decoding of the written weights (the proof that the two forward passes agree).
 
 What it mirrors (see nn/transformer.cpp, train/dataset.cpp, train/optim.cpp):
   post-norm or pre-norm sublayers, sinusoidal or learned positions, no embedding scaling,
-  dropout on the embeddings, the attention weights and every sublayer output; linear weights
+  dropout on the embeddings and every sublayer output, and on the attention weights at the
+  config's attention_dropout (its dropout when the key is absent); linear weights
   laid out [in, out] (y = x @ W + b); source ids + <eos>, decoder input <bos> + target, labels
   target + <eos>; pools of --pool examples sorted by (longer side, source, target) length, cut
   into --batch-tokens batches (examples x longest row), the batches shuffled; mean cross-entropy
@@ -98,6 +99,7 @@ class Reference(torch.nn.Module):
     def __init__(self, cfg, weights):
         super().__init__()
         self.cfg = cfg
+        self.attention_dropout = cfg.get("attention_dropout", cfg["dropout"])
         self.p = torch.nn.ParameterDict(
             {k.replace(".", "__"): torch.nn.Parameter(torch.from_numpy(v)) for k, v in
              weights.items()})
@@ -138,7 +140,7 @@ class Reference(torch.nn.Module):
         v = self.linear(kv, prefix, "wv", "bv").view(B, -1, H, C // H).transpose(1, 2)
         s = (q @ k.transpose(-1, -2)) / math.sqrt(C // H)
         s = s.masked_fill(mask, float("-inf"))
-        a = F.dropout(torch.softmax(s, dim=-1), self.cfg["dropout"], self.training)
+        a = F.dropout(torch.softmax(s, dim=-1), self.attention_dropout, self.training)
         o = (a @ v).transpose(1, 2).reshape(B, T, C)
         return self.linear(o, prefix, "wo", "bo")
 

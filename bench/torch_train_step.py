@@ -112,7 +112,7 @@ class Row:
     def __init__(self, name, c, threads, precision, dropout, cfg, weights):
         self.name, self.c, self.threads = name, c, threads
         self.precision, self.dropout = precision, dropout
-        self.model = ref.Reference(dict(cfg, dropout=dropout), weights)
+        self.model = ref.Reference(dict(cfg, dropout=dropout, attention_dropout=dropout), weights)
         self.model.train()
         self.opt = ref.make_adam(self.model, 1e-4)  # bench_train's rate
         self.batch = random_batch(c, torch.Generator().manual_seed(7))

@@ -179,6 +179,16 @@ constexpr double kMaxVocab = 1 << 21;  // token ids are int32
 constexpr double kMaxWidth = 1 << 16;
 constexpr double kMaxLayers = 1024;
 
+// Read and written as the rate in force, so a saved config holds a number and never the
+// "same as dropout" marker (-1, the member's default, which a config without the key keeps).
+ConfigField attention_dropout_field() {
+  ConfigField f = field<&ModelConfig::attention_dropout>(
+      "attention_dropout", "--attention-dropout",
+      "dropout probability on the attention weights (default: --dropout's)", 0, 1, false, true);
+  f.get = [](const ModelConfig& c) -> nlohmann::json { return c.attn_dropout(); };
+  return f;
+}
+
 }  // namespace
 
 const std::vector<ConfigField>& config_fields() {
@@ -201,6 +211,7 @@ const std::vector<ConfigField>& config_fields() {
       field<&M::pe_base>("pe_base", "--pe-base", "sinusoidal PE base (the reference uses 100)", 1,
                          1e12, true, false),
       field<&M::dropout>("dropout", "--dropout", "dropout probability", 0, 1, false, true),
+      attention_dropout_field(),
       field<&M::tie_output>("tie_output", "--tie", "tie the output projection to the embedding"),
       field<&M::max_positions>("max_positions", "--max-positions", "longest sequence", 1,
                                static_cast<double>(kMaxPositions)),
@@ -273,6 +284,9 @@ void ModelConfig::validate(bool need_vocab_size) const {
     const bool above = f.hi_open ? !(v < f.hi) : !(v <= f.hi);
     if (below || above || !std::isfinite(v)) bad_field(f.key, shown, "must be " + f.rule());
   }
+  if (attention_dropout < 0 && attention_dropout != -1.0)
+    bad_field("attention_dropout", num(attention_dropout),
+              "must be in [0, 1), or -1 for the same as dropout");
   if (d_model % n_heads != 0)
     bad_field("d_model", std::to_string(d_model),
               "must be divisible by n_heads (" + std::to_string(n_heads) + ")");

@@ -52,6 +52,9 @@ struct ModelConfig {
   PosEncoding pos_encoding = PosEncoding::Sinusoidal;
   double pe_base = 10000.0;  // sinusoidal: angle = p / pe_base^(2i/C)
   double dropout = 0.0;
+  // Dropout on the attention weights; below 0 (the default, and every config written before the
+  // field existed): the same as `dropout`. attn_dropout() gives the rate in force.
+  double attention_dropout = -1.0;
   bool tie_output = false;  // out_proj uses embed.weight transposed
   int64_t max_positions = 256;
   double layer_norm_eps = 1e-5;
@@ -63,6 +66,8 @@ struct ModelConfig {
   // bounds (config_fields()), d_model divisible by n_heads, layers as the arch needs them.
   // need_vocab_size = false accepts vocab_size 0, meaning "taken from the vocabulary later".
   void validate(bool need_vocab_size = true) const;
+
+  double attn_dropout() const { return attention_dropout < 0 ? dropout : attention_dropout; }
 
   // Every field, enums as their string names.
   nlohmann::json to_json() const;

@@ -46,7 +46,7 @@ TransformerLayer::TransformerLayer(const ModelConfig& cfg, const LayerDesc& desc
       register_module(d.name, *s.ffn);
     } else {
       s.attn = std::make_unique<MultiHeadAttention>(cfg.d_model, cfg.n_heads, cfg.attn_bias,
-                                                    cfg.dropout, dtype);
+                                                    cfg.attn_dropout(), dtype);
       register_module(d.name, *s.attn);
     }
     if (!d.norm.empty()) {

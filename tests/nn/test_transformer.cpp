@@ -200,6 +200,26 @@ TEST(Seq2Seq, DropoutOnlyWhenTraining) {
   EXPECT_NE(t1.value().to_vector(), e1.value().to_vector());
 }
 
+// attention_dropout drops the attention weights alone (dropout 0 elsewhere); unset, it is
+// dropout's rate, to the bit.
+TEST(Seq2Seq, AttentionDropoutOfItsOwn) {
+  const std::vector<int32_t> src = {3, 4, 5, 2}, tgt = {1, 3, 4};
+  auto run = [&](double dropout, double attention_dropout, bool training) {
+    ModelConfig c = small_cfg();
+    c.dropout = dropout;
+    c.attention_dropout = attention_dropout;
+    Seq2Seq model(c);
+    model.set_training(training);
+    NoGradGuard ng;
+    Rng r(1);
+    return model.forward(src, 1, 4, {4}, tgt, 3, {3}, r).value().to_vector();
+  };
+  EXPECT_NE(run(0.0, 0.3, true), run(0.0, 0.3, false));
+  EXPECT_EQ(run(0.0, 0.0, true), run(0.0, 0.0, false));
+  EXPECT_EQ(run(0.3, -1.0, true), run(0.3, 0.3, true));
+  EXPECT_NE(run(0.3, 0.0, true), run(0.3, 0.3, true));
+}
+
 TEST(Seq2Seq, LossDecreasesOnCopySample) {
   // The reference's copy sample 今天天气很好 with the "seed" model and a few plain SGD steps.
   Seq2Seq model(preset("seed", 10));
