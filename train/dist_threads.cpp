@@ -109,12 +109,21 @@ class ThreadRank final : public Communicator {
       for (int64_t i = begin; i < end; ++i) a[i] = b[i] = a[i] + b[i];
       return;
     }
-    std::vector<T*> p(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) p[static_cast<size_t>(r)] = static_cast<T*>(m_->operand[r]);
-    for (int64_t i = begin; i < end; ++i) {
-      T s = p[0][i];
-      for (int r = 1; r < n; ++r) s += p[static_cast<size_t>(r)][i];
-      for (int r = 0; r < n; ++r) p[static_cast<size_t>(r)][i] = s;
+    // More ranks: block by block, each rank added into rank 0's block in rank order (the same
+    // ((a + b) + c) + ... per element, so the same bits as adding element by element), then the
+    // sum copied back; every inner loop is a pair of buffers that do not overlap, in vectors.
+    constexpr int64_t kBlock = 2048;
+    T* __restrict a = static_cast<T*>(m_->operand[0]);
+    for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
+      const int64_t b1 = std::min(end, b0 + kBlock);
+      for (int r = 1; r < n; ++r) {
+        const T* __restrict p = static_cast<const T*>(m_->operand[r]);
+        for (int64_t i = b0; i < b1; ++i) a[i] += p[i];
+      }
+      for (int r = 1; r < n; ++r) {
+        T* __restrict p = static_cast<T*>(m_->operand[r]);
+        for (int64_t i = b0; i < b1; ++i) p[i] = a[i];
+      }
     }
   }
 

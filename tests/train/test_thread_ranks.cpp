@@ -79,6 +79,31 @@ TEST(ThreadRanks, SumsInRankOrderGatherAndBroadcast) {
   EXPECT_EQ(f[0][0], 0.f);  // (1e8 + 1) - 1e8: rank order, not (1e8 - 1e8) + 1
 }
 
+// Three ranks over buffers longer than one block of the sum, each rank summing its own slice:
+// every element is still ((rank 0 + rank 1) + rank 2), on every rank.
+TEST(ThreadRanks, LongSumsOfThreeRanksInRankOrder) {
+  const auto ranks = thread_ranks(3);
+  const size_t n = 10007;
+  auto value = [](size_t r, size_t i) {
+    const float big[3] = {1e8f, 1.f, -1e8f};
+    return (i % 3 == 0 ? big[r] : 0.f) + static_cast<float>((i * 7 + r * 13) % 101) * 0.37f;
+  };
+  std::vector<std::vector<float>> f(3);
+  const auto errors = on_ranks(ranks, [&](Communicator& c) {
+    const size_t r = static_cast<size_t>(c.rank());
+    f[r].resize(n);
+    for (size_t i = 0; i < n; ++i) f[r][i] = value(r, i);
+    c.start_sum(f[r].data(), static_cast<int64_t>(n), DType::F32);
+    c.wait_all("the test's sum");
+  });
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i) wrong += f[r][i] != (value(0, i) + value(1, i)) + value(2, i);
+    EXPECT_EQ(wrong, 0u) << "rank " << r;
+  }
+}
+
 // A rank that fails says why; the others, waiting in a collective without a time limit, wake
 // with its reason rather than waiting forever.
 TEST(ThreadRanks, AFailedRankWakesTheOthersWithItsReason) {
