@@ -179,13 +179,13 @@ constexpr double kMaxVocab = 1 << 21;  // token ids are int32
 constexpr double kMaxWidth = 1 << 16;
 constexpr double kMaxLayers = 1024;
 
-// Read and written as the rate in force, so a saved config holds a number and never the
-// "same as dropout" marker (-1, the member's default, which a config without the key keeps).
+// Unset (-1) unless given: a config that does not give it is written without it, as before the
+// field existed, and its attention weights take dropout's rate.
 ConfigField attention_dropout_field() {
   ConfigField f = field<&ModelConfig::attention_dropout>(
       "attention_dropout", "--attention-dropout",
       "dropout probability on the attention weights (default: --dropout's)", 0, 1, false, true);
-  f.get = [](const ModelConfig& c) -> nlohmann::json { return c.attn_dropout(); };
+  f.is_set = [](const ModelConfig& c) { return c.attention_dropout != -1.0; };
   return f;
 }
 
@@ -276,6 +276,7 @@ void ModelConfig::validate(bool need_vocab_size) const {
   for (const ConfigField& f : config_fields()) {
     if (f.kind != ConfigField::Kind::Int && f.kind != ConfigField::Kind::Real) continue;
     if (!need_vocab_size && std::string_view(f.key) == "vocab_size" && vocab_size == 0) continue;
+    if (f.is_set && !f.is_set(*this)) continue;
     const nlohmann::json j = f.get(*this);
     const double v = j.get<double>();
     const std::string shown =
@@ -284,9 +285,6 @@ void ModelConfig::validate(bool need_vocab_size) const {
     const bool above = f.hi_open ? !(v < f.hi) : !(v <= f.hi);
     if (below || above || !std::isfinite(v)) bad_field(f.key, shown, "must be " + f.rule());
   }
-  if (attention_dropout < 0 && attention_dropout != -1.0)
-    bad_field("attention_dropout", num(attention_dropout),
-              "must be in [0, 1), or -1 for the same as dropout");
   if (d_model % n_heads != 0)
     bad_field("d_model", std::to_string(d_model),
               "must be divisible by n_heads (" + std::to_string(n_heads) + ")");
@@ -307,9 +305,14 @@ void ModelConfig::validate(bool need_vocab_size) const {
   }
 }
 
-nlohmann::json ModelConfig::to_json() const {
+nlohmann::json ModelConfig::to_json(bool unset_as_null) const {
   nlohmann::json j = nlohmann::json::object();
-  for (const ConfigField& f : config_fields()) j[f.key] = f.get(*this);
+  for (const ConfigField& f : config_fields()) {
+    if (!f.is_set || f.is_set(*this))
+      j[f.key] = f.get(*this);
+    else if (unset_as_null)
+      j[f.key] = nullptr;
+  }
   return j;
 }
 
@@ -318,6 +321,10 @@ void ModelConfig::apply_json(const nlohmann::json& j) {
   for (const auto& item : j.items()) {
     const ConfigField* f = find_config_field(item.key());
     if (!f) fail("ModelConfig.from_json", "unknown key '" + item.key() + "'");
+    if (f->is_set && item.value().is_null()) {
+      f->set(*this, f->get(ModelConfig{}));  // the default: unset
+      continue;
+    }
     f->check_type(item.value());
     f->set(*this, item.value());
   }

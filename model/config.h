@@ -52,8 +52,8 @@ struct ModelConfig {
   PosEncoding pos_encoding = PosEncoding::Sinusoidal;
   double pe_base = 10000.0;  // sinusoidal: angle = p / pe_base^(2i/C)
   double dropout = 0.0;
-  // Dropout on the attention weights; below 0 (the default, and every config written before the
-  // field existed): the same as `dropout`. attn_dropout() gives the rate in force.
+  // Dropout on the attention weights; -1, unset (the default, and every config written before
+  // the field existed): the same as `dropout`. attn_dropout() gives the rate in force.
   double attention_dropout = -1.0;
   bool tie_output = false;  // out_proj uses embed.weight transposed
   int64_t max_positions = 256;
@@ -67,12 +67,14 @@ struct ModelConfig {
   // need_vocab_size = false accepts vocab_size 0, meaning "taken from the vocabulary later".
   void validate(bool need_vocab_size = true) const;
 
-  double attn_dropout() const { return attention_dropout < 0 ? dropout : attention_dropout; }
+  double attn_dropout() const { return attention_dropout == -1.0 ? dropout : attention_dropout; }
 
-  // Every field, enums as their string names.
-  nlohmann::json to_json() const;
+  // Every field, enums as their string names; a field left unset (ConfigField::is_set) is left
+  // out, or written as null with unset_as_null (the run record, so that --resume compares it).
+  nlohmann::json to_json(bool unset_as_null = false) const;
   // Missing keys keep their defaults; unknown keys, wrong types and bad enum names are errors
-  // naming the key. The result is validated (with need_vocab_size, see validate()).
+  // naming the key; null unsets a field that can be unset. The result is validated (with
+  // need_vocab_size, see validate()).
   static ModelConfig from_json(const nlohmann::json& j, bool need_vocab_size = true);
   // Sets the fields `j` names (an object of config_fields() keys), without validating.
   void apply_json(const nlohmann::json& j);
@@ -96,6 +98,9 @@ struct ConfigField {
   // (enums as their string name, which it parses).
   nlohmann::json (*get)(const ModelConfig&) = nullptr;
   void (*set)(ModelConfig&, const nlohmann::json&) = nullptr;
+  // A field that can be unset (null: always set): an unset field is left out of to_json() and of
+  // the bounds check, so configs that never set it are written as before it existed.
+  bool (*is_set)(const ModelConfig&) = nullptr;
 
   // "an integer in [1, 65536]", "a number in [0, 1)", "one of: relu, gelu, tanh", ...
   std::string rule() const;

@@ -216,8 +216,8 @@ void record_run(const TrainOptions& opt, const std::vector<TextPair>& pairs, Run
   now_cfg.vocab_size = static_cast<int64_t>(now_vocab.size());
   std::string tokens;
   for (const std::string& t : now_vocab.tokens()) tokens += t + "\n";
-  run.options =
-      option_values(opt, now_cfg.to_json(), text_fingerprint(tokens), std::string(now->kind()));
+  run.options = option_values(opt, now_cfg.to_json(/*unset_as_null=*/true),
+                              text_fingerprint(tokens), std::string(now->kind()));
   run.record = run_record(run.options);
 }
 

@@ -96,22 +96,24 @@ TEST(ModelConfig, JsonRoundTrip) {
   EXPECT_EQ(r.init_seed, 987654321u);
 }
 
-// attention_dropout: without a value of its own (a config written before the field existed) it
-// is dropout's; a config is saved with the rate in force, and a value of its own wins.
+// attention_dropout: unset (a config written before the field existed, or one that does not give
+// it) it is dropout's and is written as before, without the key; a value of its own is written
+// and wins; null (as the run record writes an unset field) unsets it.
 TEST(ModelConfig, AttentionDropoutFollowsDropoutUnlessGiven) {
   ModelConfig c = valid();
   c.dropout = 0.1;
   EXPECT_DOUBLE_EQ(c.attn_dropout(), 0.1);
   nlohmann::json j = c.to_json();
-  EXPECT_DOUBLE_EQ(j["attention_dropout"].get<double>(), 0.1);
-  j.erase("attention_dropout");  // as an older checkpoint holds it
-  ModelConfig old = ModelConfig::from_json(j);
-  EXPECT_DOUBLE_EQ(old.attn_dropout(), 0.1);
+  EXPECT_FALSE(j.contains("attention_dropout"));
+  EXPECT_TRUE(c.to_json(/*unset_as_null=*/true).at("attention_dropout").is_null());
+  EXPECT_DOUBLE_EQ(ModelConfig::from_json(j).attn_dropout(), 0.1);
   j["attention_dropout"] = 0.0;
   ModelConfig own = ModelConfig::from_json(nlohmann::json::parse(j.dump()));
   EXPECT_DOUBLE_EQ(own.dropout, 0.1);
   EXPECT_DOUBLE_EQ(own.attn_dropout(), 0.0);
-  EXPECT_DOUBLE_EQ(own.to_json()["attention_dropout"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(own.to_json().at("attention_dropout").get<double>(), 0.0);
+  j["attention_dropout"] = nullptr;
+  EXPECT_DOUBLE_EQ(ModelConfig::from_json(j).attn_dropout(), 0.1);
   expect_rejected([](ModelConfig& m) { m.attention_dropout = 1.0; }, "attention_dropout");
   expect_rejected([](ModelConfig& m) { m.attention_dropout = -0.5; }, "attention_dropout");
 }
@@ -138,6 +140,7 @@ TEST(ModelConfig, JsonErrorsNameTheKey) {
   expect_json_error(with("d_model", 4.5), "d_model");
   expect_json_error(with("dropout", "0.1"), "dropout");
   expect_json_error(with("attention_dropout", 1.5), "attention_dropout");
+  expect_json_error(with("dropout", nullptr), "dropout");  // null unsets only what can be unset
   expect_json_error(with("tie_output", 1), "tie_output");
   expect_json_error(with("activation", "swish"), "activation");
   expect_json_error(with("arch", 3), "arch");

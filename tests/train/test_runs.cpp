@@ -156,6 +156,8 @@ TEST(RunDir, ResumeRefusesEachKeptOptionNamingItAndBothValues) {
       {[](TrainOptions& o) { o.seed = 8; }, "--seed was 7, now 8"},
       {[](TrainOptions& o) { o.model.dropout = 0.2; },
        "--dropout (model dropout) was 0.0, now 0.2"},
+      {[](TrainOptions& o) { o.model.attention_dropout = 0.1; },
+       "--attention-dropout (model attention_dropout) was null, now 0.1"},
       {[](TrainOptions& o) { o.schedule.kind = LrSchedule::Kind::Wsd; },
        "--schedule was \"constant\", now \"wsd\""},
       {[](TrainOptions& o) { o.schedule.min_lr = 1e-4; }, "--min-lr was 0.0, now 0.0001"},
