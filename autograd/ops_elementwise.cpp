@@ -1,9 +1,11 @@
 // Elementwise ops: binary with NumPy broadcasting, scalar forms, and unary functions.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/ops_util.h"
 #include "tensor/kernels.h"
+#include "tensor/kernels_exp.h"
 #include "tensor/profile.h"
 
 namespace seqtape {
@@ -132,9 +134,16 @@ Var binary(const char* op, const Var& a, const Var& b, F f, GA ga, GB gb) {
       });
 }
 
+// A unary op's float rows in vectors (kernels_exp.h), used for float in place of its f and df.
+struct FloatRows {
+  void (*forward)(const float* x, float* y, int64_t n) = nullptr;
+  void (*backward)(const float* g, const float* x, float* dx, int64_t n, bool accumulate) = nullptr;
+};
+
 // out = f(a); backward da += df(g, a, out). cost: kernels::parallel_range's, per element.
 template <typename F, typename DF>
-Var unary(const char* op, const Var& a, F f, DF df, double cost = kernels::kCostSimple) {
+Var unary(const char* op, const Var& a, F f, DF df, double cost = kernels::kCostSimple,
+          FloatRows rows = {}) {
   profile::Scope prof_(op, profile::Phase::Forward);
   detail::check_defined(a, op);
   Tensor out = Tensor::empty(a.shape(), a.dtype());
@@ -143,22 +152,28 @@ Var unary(const char* op, const Var& a, F f, DF df, double cost = kernels::kCost
     const T* pa = a.value().data<T>();
     T* po = out.data<T>();
     kernels::parallel_range(out.numel(), cost, [&](int64_t i0, int64_t i1) {
+      if constexpr (std::is_same_v<T, float>)
+        if (rows.forward) return rows.forward(pa + i0, po + i0, i1 - i0);
       for (int64_t i = i0; i < i1; ++i) po[i] = f(pa[i]);
     });
   });
-  return make_result(op, std::move(out), wants_grad({&a}), [ai = a.shared(), df, cost](VarImpl& o) {
-    dispatch(o.value.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* g = o.grad.data<T>();
-      const T* pa = ai->value.data<T>();
-      const T* po = o.value.data<T>();
-      const int64_t n = o.value.numel();
-      const auto da = detail::GradWriter<T>::of(*ai);  // every element written
-      kernels::parallel_range(n, cost, [&](int64_t i0, int64_t i1) {
-        da.write(i0, i1, [&](int64_t i) { return df(g[i], pa[i], po[i]); });
-      });
-    });
-  });
+  return make_result(op, std::move(out), wants_grad({&a}),
+                     [ai = a.shared(), df, cost, rows](VarImpl& o) {
+                       dispatch(o.value.dtype(), [&](auto tag) {
+                         using T = decltype(tag);
+                         const T* g = o.grad.data<T>();
+                         const T* pa = ai->value.data<T>();
+                         const T* po = o.value.data<T>();
+                         const int64_t n = o.value.numel();
+                         const auto da = detail::GradWriter<T>::of(*ai);  // every element written
+                         kernels::parallel_range(n, cost, [&](int64_t i0, int64_t i1) {
+                           if constexpr (std::is_same_v<T, float>)
+                             if (rows.backward)
+                               return rows.backward(g + i0, pa + i0, da.d + i0, i1 - i0, !da.fresh);
+                           da.write(i0, i1, [&](int64_t i) { return df(g[i], pa[i], po[i]); });
+                         });
+                       });
+                     });
 }
 
 }  // namespace
@@ -243,8 +258,8 @@ Var relu(const Var& a) {
       "relu", a, [](auto x) { return x > 0 ? x : decltype(x)(0); },
       [](auto g, auto x, auto) { return x > 0 ? g : decltype(g)(0); });
 }
-// silu(a) = a·σ(a) = a / (1 + e^−a) (kernels::Act::Silu's expression); d silu: da += g·σ·(1 + a·(1
-// − σ))
+// silu(a) = a·σ(a) = a / (1 + e^−a) (kernels::Act::Silu's expression); d silu: da += g·σ·(1 +
+// a·(1 − σ)). float: in vectors (kernels_exp.h); double: std::exp.
 Var silu(const Var& a) {
   return unary(
       "silu", a, [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); },
@@ -253,23 +268,24 @@ Var silu(const Var& a) {
         const T s = T(1) / (T(1) + std::exp(-x));
         return g * s * (T(1) + x * (T(1) - s));
       },
-      kernels::kCostTranscendental);
+      kernels::kCostTranscendental, {kernels::silu_forward, kernels::silu_backward});
 }
-// gelu(a) = a·Φ(a); d gelu: da += g·(Φ(a) + a·φ(a))
+// gelu(a) = a·Φ(a), Φ(a) = ½·erfc(−a/√2) (1 + erf(a/√2) would lose Φ's digits for negative a);
+// d gelu: da += g·(Φ(a) + a·φ(a)). float: in vectors (kernels_exp.h); double: std::erfc.
 Var gelu(const Var& a) {
   return unary(
       "gelu", a,
       [](auto x) {
         using T = decltype(x);
-        return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2)));
+        return x * (T(0.5) * std::erfc(-x * static_cast<T>(M_SQRT1_2)));
       },
       [](auto g, auto x, auto) {
         using T = decltype(x);
-        T cdf = T(0.5) * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2)));
+        T cdf = T(0.5) * std::erfc(-x * static_cast<T>(M_SQRT1_2));
         T pdf = std::exp(T(-0.5) * x * x) * static_cast<T>(0.3989422804014327);
         return g * (cdf + x * pdf);
       },
-      kernels::kCostTranscendental);
+      kernels::kCostTranscendental, {kernels::gelu_forward, kernels::gelu_backward});
 }
 
 }  // namespace seqtape

@@ -356,11 +356,19 @@ void activate(const T* x, T* y, int64_t n, Act act) {
         for (int64_t i = i0; i < i1; ++i) y[i] = std::tanh(x[i]);
         break;
       case Act::Gelu:
-        for (int64_t i = i0; i < i1; ++i)
-          y[i] = T(0.5) * x[i] * (T(1) + std::erf(x[i] * static_cast<T>(M_SQRT1_2)));
+        if constexpr (std::is_same_v<T, float>) {
+          gelu_forward(x + i0, y + i0, i1 - i0);  // (vectorized, kernels_exp.h: autograd's gelu)
+        } else {
+          for (int64_t i = i0; i < i1; ++i)
+            y[i] = x[i] * (T(0.5) * std::erfc(-x[i] * static_cast<T>(M_SQRT1_2)));  // (autograd's)
+        }
         break;
       case Act::Silu:
-        for (int64_t i = i0; i < i1; ++i) y[i] = x[i] / (T(1) + std::exp(-x[i]));
+        if constexpr (std::is_same_v<T, float>) {
+          silu_forward(x + i0, y + i0, i1 - i0);  // (vectorized, kernels_exp.h: autograd's silu)
+        } else {
+          for (int64_t i = i0; i < i1; ++i) y[i] = x[i] / (T(1) + std::exp(-x[i]));
+        }
         break;
     }
   });

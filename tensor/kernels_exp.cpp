@@ -157,6 +157,211 @@ void exp_avx512(const float* x, float shift, float* y, int64_t n) {
 
 #endif  // SEQTAPE_EXP_X86
 
+// Activations on the e^x above (kernels_exp.h): each one's steps once per lane width, in the same
+// order on every path. fwd(x) is the activation, bwd(g, x) its derivative times g.
+
+// GELU's constants: 1/√2, 1/√(2π), and erfc's p and c1..c11, fitted by scripts/fit_erfc.py
+// (relative error of t·P(t) at most 4.0e-8 over z in [0, 10.5]).
+constexpr float kRsqrt2 = 0.70710678118654752f;
+constexpr float kRsqrt2Pi = 0.39894228040143268f;
+constexpr float kErfcP = 0.5f;
+constexpr float kErfc[11] = {0.282089174f,  0.282236814f,  0.245336026f,    0.184699893f,
+                             0.0580925494f, 0.0277929958f, -0.00988843106f, -0.302282035f,
+                             0.389905065f,  -0.194300339f, 0.0363183133f};
+
+struct Gelu {
+  // Φ(x), and e = e^(−x²/2) for φ.
+  static float phi(float x, float* e_out) {
+    const float z = std::fabs(x) * kRsqrt2;
+    const float t = 1.0f / std::fma(kErfcP, z, 1.0f);
+    float q = kErfc[10];
+    for (int j = 9; j >= 0; --j) q = std::fma(q, t, kErfc[j]);
+    q = q * t;
+    const float e = exp_one((x * x) * -0.5f);
+    const float c = (q * 0.5f) * e;  // ½·erfc(|x|/√2) = Φ(−|x|)
+    *e_out = e;
+    return x < 0.0f ? c : 1.0f - c;  // (NaN: 1 − NaN)
+  }
+  static float fwd(float x) {
+    float e;
+    return x * phi(x, &e);
+  }
+  static float bwd(float g, float x) {
+    float e;
+    const float p = phi(x, &e);
+    return g * std::fma(x, e * kRsqrt2Pi, p);
+  }
+#ifdef SEQTAPE_EXP_X86
+  SEQTAPE_X86_TARGET("avx2,fma") static SEQTAPE_INLINE __m256 phi(__m256 x, __m256* e_out) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 z =
+        _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(kRsqrt2));
+    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(kErfcP), z, one));
+    __m256 q = _mm256_set1_ps(kErfc[10]);
+    for (int j = 9; j >= 0; --j) q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(kErfc[j]));
+    q = _mm256_mul_ps(q, t);
+    const __m256 e = exp8(_mm256_mul_ps(_mm256_mul_ps(x, x), _mm256_set1_ps(-0.5f)));
+    const __m256 c = _mm256_mul_ps(_mm256_mul_ps(q, _mm256_set1_ps(0.5f)), e);
+    *e_out = e;
+    const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    return _mm256_blendv_ps(_mm256_sub_ps(one, c), c, neg);
+  }
+  SEQTAPE_X86_TARGET("avx2,fma") static SEQTAPE_INLINE __m256 fwd(__m256 x) {
+    __m256 e;
+    return _mm256_mul_ps(x, phi(x, &e));
+  }
+  SEQTAPE_X86_TARGET("avx2,fma") static SEQTAPE_INLINE __m256 bwd(__m256 g, __m256 x) {
+    __m256 e;
+    const __m256 p = phi(x, &e);
+    return _mm256_mul_ps(g, _mm256_fmadd_ps(x, _mm256_mul_ps(e, _mm256_set1_ps(kRsqrt2Pi)), p));
+  }
+  SEQTAPE_X86_TARGET("avx512f") static SEQTAPE_INLINE __m512 phi(__m512 x, __m512* e_out) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(kRsqrt2));
+    const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(_mm512_set1_ps(kErfcP), z, one));
+    __m512 q = _mm512_set1_ps(kErfc[10]);
+    for (int j = 9; j >= 0; --j) q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(kErfc[j]));
+    q = _mm512_mul_ps(q, t);
+    const __m512 e = exp16(_mm512_mul_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.5f)));
+    const __m512 c = _mm512_mul_ps(_mm512_mul_ps(q, _mm512_set1_ps(0.5f)), e);
+    *e_out = e;
+    const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(neg, _mm512_sub_ps(one, c), c);
+  }
+  SEQTAPE_X86_TARGET("avx512f") static SEQTAPE_INLINE __m512 fwd(__m512 x) {
+    __m512 e;
+    return _mm512_mul_ps(x, phi(x, &e));
+  }
+  SEQTAPE_X86_TARGET("avx512f") static SEQTAPE_INLINE __m512 bwd(__m512 g, __m512 x) {
+    __m512 e;
+    const __m512 p = phi(x, &e);
+    return _mm512_mul_ps(g, _mm512_fmadd_ps(x, _mm512_mul_ps(e, _mm512_set1_ps(kRsqrt2Pi)), p));
+  }
+#endif
+};
+
+// SiLU, x·σ(x) = x/(1 + e^−x); its derivative σ·(1 + x·(1 − σ)), with 1 − σ as e^−x·σ for x >= 0
+// (1 minus a σ near 1 would keep only σ's rounding, times x) and as 1 − σ below (at least ½
+// there, and e^−x may be inf).
+struct Silu {
+  static float fwd(float x) { return x / (1.0f + exp_one(-x)); }
+  static float bwd(float g, float x) {
+    const float e = exp_one(-x);
+    const float s = 1.0f / (1.0f + e);
+    const float rest = x < 0.0f ? 1.0f - s : e * s;
+    return (g * s) * std::fma(x, rest, 1.0f);
+  }
+#ifdef SEQTAPE_EXP_X86
+  SEQTAPE_X86_TARGET("avx2,fma") static SEQTAPE_INLINE __m256 fwd(__m256 x) {
+    const __m256 e = exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  }
+  SEQTAPE_X86_TARGET("avx2,fma") static SEQTAPE_INLINE __m256 bwd(__m256 g, __m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0f)));
+    const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+    const __m256 rest = _mm256_blendv_ps(_mm256_mul_ps(e, s), _mm256_sub_ps(one, s), neg);
+    return _mm256_mul_ps(_mm256_mul_ps(g, s), _mm256_fmadd_ps(x, rest, one));
+  }
+  SEQTAPE_X86_TARGET("avx512f") static SEQTAPE_INLINE __m512 exp_neg(__m512 x) {
+    return exp16(_mm512_castsi512_ps(
+        _mm512_xor_epi32(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN))));
+  }
+  SEQTAPE_X86_TARGET("avx512f") static SEQTAPE_INLINE __m512 fwd(__m512 x) {
+    return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), exp_neg(x)));
+  }
+  SEQTAPE_X86_TARGET("avx512f") static SEQTAPE_INLINE __m512 bwd(__m512 g, __m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 e = exp_neg(x);
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+    const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 rest = _mm512_mask_blend_ps(neg, _mm512_mul_ps(e, s), _mm512_sub_ps(one, s));
+    return _mm512_mul_ps(_mm512_mul_ps(g, s), _mm512_fmadd_ps(x, rest, one));
+  }
+#endif
+};
+
+// The loops, once for every activation: y = fwd(x); dx = bwd(g, x), or dx += that.
+template <class Op>
+void forward_portable(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Op::fwd(x[i]);
+}
+
+template <class Op>
+void backward_portable(const float* g, const float* x, float* dx, int64_t n, bool acc) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = Op::bwd(g[i], x[i]);
+    dx[i] = acc ? dx[i] + d : d;
+  }
+}
+
+#ifdef SEQTAPE_EXP_X86
+
+template <class Op>
+SEQTAPE_X86_TARGET("avx2,fma")
+void forward_avx2(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Op::fwd(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // the last n mod 8 through a padded copy
+    alignas(32) float buf[8] = {};
+    std::copy(x + i, x + n, buf);
+    _mm256_store_ps(buf, Op::fwd(_mm256_load_ps(buf)));
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
+
+template <class Op>
+SEQTAPE_X86_TARGET("avx2,fma")
+void backward_avx2(const float* g, const float* x, float* dx, int64_t n, bool acc) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 d = Op::bwd(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i));
+    if (acc) d = _mm256_add_ps(_mm256_loadu_ps(dx + i), d);
+    _mm256_storeu_ps(dx + i, d);
+  }
+  if (i < n) {
+    alignas(32) float bg[8] = {}, bx[8] = {}, bd[8] = {};
+    std::copy(g + i, g + n, bg);
+    std::copy(x + i, x + n, bx);
+    if (acc) std::copy(dx + i, dx + n, bd);
+    __m256 d = Op::bwd(_mm256_load_ps(bg), _mm256_load_ps(bx));
+    if (acc) d = _mm256_add_ps(_mm256_load_ps(bd), d);
+    _mm256_store_ps(bd, d);
+    std::copy(bd, bd + (n - i), dx + i);
+  }
+}
+
+template <class Op>
+SEQTAPE_X86_TARGET("avx512f")
+void forward_avx512(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Op::fwd(_mm512_loadu_ps(x + i)));
+  if (i < n) {  // the last n mod 16 under a mask
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, Op::fwd(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+template <class Op>
+SEQTAPE_X86_TARGET("avx512f")
+void backward_avx512(const float* g, const float* x, float* dx, int64_t n, bool acc) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 d = Op::bwd(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i));
+    if (acc) d = _mm512_add_ps(_mm512_loadu_ps(dx + i), d);
+    _mm512_storeu_ps(dx + i, d);
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 d = Op::bwd(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, x + i));
+    if (acc) d = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dx + i), d);
+    _mm512_mask_storeu_ps(dx + i, m, d);
+  }
+}
+
+#endif  // SEQTAPE_EXP_X86
+
 // The path (cpu_path.h): the same as gemm_nt_rowwise's.
 using Path = CpuPath;
 
@@ -166,6 +371,37 @@ void run(Path p, const float* x, float shift, float* y, int64_t n) {
   if (p == Path::Avx2) return exp_avx2(x, shift, y, n);
 #endif
   exp_portable(x, shift, y, n);
+}
+
+template <class Op>
+void run_forward(Path p, const float* x, float* y, int64_t n) {
+#ifdef SEQTAPE_EXP_X86
+  if (p == Path::Avx512) return forward_avx512<Op>(x, y, n);
+  if (p == Path::Avx2) return forward_avx2<Op>(x, y, n);
+#endif
+  forward_portable<Op>(x, y, n);
+}
+
+template <class Op>
+void run_backward(Path p, const float* g, const float* x, float* dx, int64_t n, bool acc) {
+#ifdef SEQTAPE_EXP_X86
+  if (p == Path::Avx512) return backward_avx512<Op>(g, x, dx, n, acc);
+  if (p == Path::Avx2) return backward_avx2<Op>(g, x, dx, n, acc);
+#endif
+  backward_portable<Op>(g, x, dx, n, acc);
+}
+
+// The path a test names, if this CPU (and build) has it.
+bool named_path(const char* name, Path* p) {
+  if (std::strcmp(name, "avx512") == 0)
+    *p = Path::Avx512;
+  else if (std::strcmp(name, "avx2") == 0)
+    *p = Path::Avx2;
+  else if (std::strcmp(name, "portable") == 0)
+    *p = Path::Portable;
+  else
+    return false;
+  return cpu_has(*p);
 }
 
 }  // namespace
@@ -180,16 +416,40 @@ const char* exp_path() {
 
 bool exp_shifted_on(const char* name, const float* x, float shift, float* y, int64_t n) {
   Path p;
-  if (std::strcmp(name, "avx512") == 0)
-    p = Path::Avx512;
-  else if (std::strcmp(name, "avx2") == 0)
-    p = Path::Avx2;
-  else if (std::strcmp(name, "portable") == 0)
-    p = Path::Portable;
-  else
-    return false;
-  if (!cpu_has(p)) return false;
+  if (!named_path(name, &p)) return false;
   run(p, x, shift, y, n);
+  return true;
+}
+
+void gelu_forward(const float* x, float* y, int64_t n) {
+  run_forward<Gelu>(cpu_path(), x, y, n);
+}
+
+void gelu_backward(const float* g, const float* x, float* dx, int64_t n, bool accumulate) {
+  run_backward<Gelu>(cpu_path(), g, x, dx, n, accumulate);
+}
+
+void silu_forward(const float* x, float* y, int64_t n) {
+  run_forward<Silu>(cpu_path(), x, y, n);
+}
+
+void silu_backward(const float* g, const float* x, float* dx, int64_t n, bool accumulate) {
+  run_backward<Silu>(cpu_path(), g, x, dx, n, accumulate);
+}
+
+bool activation_on(const char* name, const char* activation, const float* x, const float* g,
+                   float* y, float* dx, int64_t n) {
+  Path p;
+  if (!named_path(name, &p)) return false;
+  if (std::strcmp(activation, "gelu") == 0) {
+    run_forward<Gelu>(p, x, y, n);
+    run_backward<Gelu>(p, g, x, dx, n, false);
+  } else if (std::strcmp(activation, "silu") == 0) {
+    run_forward<Silu>(p, x, y, n);
+    run_backward<Silu>(p, g, x, dx, n, false);
+  } else {
+    return false;
+  }
   return true;
 }
 

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "autograd/ops.h"
 
@@ -69,6 +71,42 @@ TEST_F(OpsTest, RepeatedEmbeddingRowReceivesTheSumOfItsUses) {
     EXPECT_FLOAT_EQ(w.grad().get(3 * 4 + j), up.get(0 * 4 + j));
     EXPECT_EQ(w.grad().get(8 * 4 + j), 0.0);  // 的 unused
   }
+}
+
+// float gelu (vectorized, tensor/kernels_exp.h) against the double op (std::erfc), forward and
+// backward, the gradient written once and then accumulated (x used twice). Below −4, where
+// float's 1 + erf(x/√2) has lost most of Φ's digits, Φ keeps them.
+TEST_F(OpsTest, FloatGeluFollowsTheDoubleOpIntoTheTail) {
+  const int64_t n = 1801;
+  std::vector<float> xs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    xs[size_t(i)] = static_cast<float>(-12.0 + 18.0 * double(i) / double(n - 1));
+  Tensor w = randn({n}, 9);
+  Var xf(Tensor::from(xs, {n}), true);
+  Var yf = gelu(xf);
+  Tape::current().backward(sum(yf * Var(w)) + sum(gelu(xf)));
+  Tensor xd_t = Tensor::empty({n}, DType::F64), wd = Tensor::empty({n}, DType::F64);
+  for (int64_t i = 0; i < n; ++i) {
+    xd_t.set(i, xs[size_t(i)]);
+    wd.set(i, w.get(i));
+  }
+  Tape::current().clear();
+  Var xd(xd_t, true);
+  Var yd = gelu(xd);
+  Tape::current().backward(sum(yd * Var(wd)) + sum(gelu(xd)));
+  double worst_tail = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = xs[size_t(i)], y = yf.value().get(i), ye = yd.value().get(i);
+    const double g = xf.grad().get(i), ge = xd.grad().get(i);
+    ASSERT_LE(std::fabs(y - ye), 3e-7 * std::fabs(x) + 1e-12) << "x = " << x;
+    ASSERT_LE(std::fabs(g - ge), 1e-6 * (1 + std::fabs(w.get(i)))) << "x = " << x;
+    if (x < -4) {
+      worst_tail = std::max(worst_tail, std::fabs(y - ye) / std::fabs(ye));
+      ASSERT_LE(std::fabs(y - ye), 1e-5 * std::fabs(ye)) << "x = " << x;
+      ASSERT_LE(std::fabs(g - ge), 1e-5 * std::fabs(ge)) << "x = " << x;
+    }
+  }
+  std::printf("float gelu below -4: worst relative error %.3g\n", worst_tail);
 }
 
 TEST_F(OpsTest, ValueUsedTwiceAccumulates) {

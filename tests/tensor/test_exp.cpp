@@ -1,6 +1,7 @@
 // exp_shifted (kernels_exp.h): accuracy against double std::exp over a sweep of float inputs,
 // special values, the same bits on every path this CPU has, element independence (tails, in
-// place, the shift), and softmax_rows / log_softmax_rows<float> against a double reference.
+// place, the shift), and softmax_rows / log_softmax_rows<float> against a double reference. The
+// GELU and SiLU rows built on it: the same, forward and backward.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -45,6 +46,24 @@ double ulps(float y, double ref) {
   const double a = std::fabs(ref);
   const int e = a < FLT_MIN ? -126 : std::ilogb(a);
   return std::fabs(double(y) - ref) / std::ldexp(1.0, e - 23);
+}
+
+// activation_on on every path this CPU has (g = 1): the bits of the portable path's y0 and d0.
+void expect_every_path_agrees(const char* act, const std::vector<float>& x,
+                              const std::vector<float>& y0, const std::vector<float>& d0) {
+  const std::vector<float> ones(x.size(), 1.0f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  int paths = 0;
+  for (const char* p : kPaths) {
+    std::vector<float> y(x.size()), d(x.size());
+    if (!k::activation_on(p, act, x.data(), ones.data(), y.data(), d.data(), n)) continue;
+    ++paths;
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(to_bits(y[i]), to_bits(y0[i])) << act << " " << p << " x = " << x[i];
+      ASSERT_EQ(to_bits(d[i]), to_bits(d0[i])) << act << " " << p << " x = " << x[i];
+    }
+  }
+  EXPECT_GE(paths, 1);
 }
 
 }  // namespace
@@ -242,4 +261,157 @@ TEST(VecExp, SoftmaxRowsKeepTheScalarStepsBits) {
     }
   }
   EXPECT_GT(with_nan, rows / 10);
+}
+
+// gelu_forward / gelu_backward (kernels_exp.h) against double: x·Φ(x) with Φ(x) = ½·erfc(−x/√2),
+// and Φ(x) + x·φ(x), over a sweep of float inputs, on every path this CPU has, with the same bits
+// on every path.
+TEST(VecGelu, SweepAgainstDoubleOnEveryPath) {
+  const std::vector<float> x = sweep(-30.0f, 30.0f, 211);
+  const int64_t n = static_cast<int64_t>(x.size());
+  const std::vector<float> ones(x.size(), 1.0f);
+  std::vector<float> y0(x.size()), d0(x.size());
+  ASSERT_TRUE(k::activation_on("portable", "gelu", x.data(), ones.data(), y0.data(), d0.data(), n));
+  double max_phi = 0, max_grad = 0, max_tail_rel = 0, worst_phi = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double phi = 0.5 * std::erfc(-v * M_SQRT1_2);
+    const double pdf = std::exp(-0.5 * v * v) * 0.3989422804014327;
+    // Φ's error: y = x·Φ rounded, so |y − x·Φ| / |x| (where |x| is not tiny).
+    if (std::fabs(v) > 1e-3 && std::fabs(y0[i] - v * phi) / std::fabs(v) > max_phi) {
+      max_phi = std::fabs(y0[i] - v * phi) / std::fabs(v);
+      worst_phi = v;
+    }
+    max_grad = std::max(max_grad, std::fabs(d0[i] - (phi + v * pdf)));
+    // Below -4 float's 1 + erf has no digits left; here Φ keeps most of its own.
+    if (v < -4.0 && v > -13.0)
+      max_tail_rel = std::max(max_tail_rel, std::fabs(y0[i] - v * phi) / std::fabs(v * phi));
+  }
+  std::printf(
+      "gelu: max |Φ error| %.3g (x = %.9g), max |gelu' error| %.3g, max relative error "
+      "below -4 %.3g\n",
+      max_phi, worst_phi, max_grad, max_tail_rel);
+  EXPECT_LT(max_phi, 2.5e-7);  // (2.03e-7 measured, near x = 0.013: t's rounding, times R'(t))
+  EXPECT_LT(max_grad, 3e-7);
+  EXPECT_LT(max_tail_rel, 1e-5);
+  expect_every_path_agrees("gelu", x, y0, d0);
+}
+
+// SiLU (silu_forward / silu_backward) against double: x/(1 + e^−x) and σ·(1 + x·(1 − σ)).
+TEST(VecSilu, SweepAgainstDoubleOnEveryPath) {
+  const std::vector<float> x = sweep(-87.0f, 87.0f, 211);
+  const int64_t n = static_cast<int64_t>(x.size());
+  const std::vector<float> ones(x.size(), 1.0f);
+  std::vector<float> y0(x.size()), d0(x.size());
+  ASSERT_TRUE(k::activation_on("portable", "silu", x.data(), ones.data(), y0.data(), d0.data(), n));
+  double max_ulp = 0, max_grad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double s = 1.0 / (1.0 + std::exp(-v));
+    const double ref = v * s;
+    if (std::fabs(ref) >= FLT_MIN) max_ulp = std::max(max_ulp, ulps(y0[i], ref));
+    max_grad = std::max(max_grad, std::fabs(d0[i] - s * (1.0 + v * (1.0 - s))));
+  }
+  std::printf("silu: max error %.2f ulp, max |silu' error| %.3g\n", max_ulp, max_grad);
+  EXPECT_LT(max_ulp, 4.0);
+  EXPECT_LT(max_grad, 3e-7);
+  expect_every_path_agrees("silu", x, y0, d0);
+}
+
+TEST(VecGelu, SpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {inf, nan, 0.0f, -0.0f, 40.0f, -40.0f, 1e30f};
+  const std::vector<float> g(x.size(), 2.0f);
+  for (const char* p : kPaths) {
+    std::vector<float> y(x.size()), d(x.size());
+    if (!k::activation_on(p, "gelu", x.data(), g.data(), y.data(), d.data(), int64_t(x.size())))
+      continue;
+    SCOPED_TRACE(p);
+    EXPECT_EQ(y[0], inf);
+    EXPECT_TRUE(std::isnan(d[0]));  // ∞·φ(∞) = ∞·0, as the double op's formula
+    EXPECT_TRUE(std::isnan(y[1]));
+    EXPECT_TRUE(std::isnan(d[1]));
+    EXPECT_EQ(y[2], 0.0f);
+    EXPECT_EQ(d[2], 1.0f);  // g·Φ(0)
+    EXPECT_EQ(to_bits(y[3]), to_bits(-0.0f));
+    EXPECT_EQ(d[3], 1.0f);
+    EXPECT_EQ(y[4], 40.0f);
+    EXPECT_EQ(d[4], 2.0f);
+    EXPECT_EQ(to_bits(y[5]), to_bits(-0.0f));  // −40·(+0)
+    EXPECT_EQ(d[5], 0.0f);
+    EXPECT_EQ(y[6], 1e30f);
+  }
+}
+
+TEST(VecSilu, SpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {inf, std::numeric_limits<float>::quiet_NaN(), 0.0f, 100.0f,
+                                -100.0f};
+  const std::vector<float> g(x.size(), 2.0f);
+  for (const char* p : kPaths) {
+    std::vector<float> y(x.size()), d(x.size());
+    if (!k::activation_on(p, "silu", x.data(), g.data(), y.data(), d.data(), int64_t(x.size())))
+      continue;
+    SCOPED_TRACE(p);
+    EXPECT_EQ(y[0], inf);
+    EXPECT_TRUE(std::isnan(d[0]));  // ∞·(1 − σ(∞)) = ∞·0, as the double op's formula
+    EXPECT_TRUE(std::isnan(y[1]));
+    EXPECT_TRUE(std::isnan(d[1]));
+    EXPECT_EQ(y[2], 0.0f);
+    EXPECT_EQ(d[2], 1.0f);  // g·σ(0)
+    EXPECT_EQ(y[3], 100.0f);
+    EXPECT_EQ(d[3], 2.0f);
+    EXPECT_EQ(y[4], 0.0f);  // −100·e^−100 is below float's denormals: −0
+    EXPECT_EQ(d[4], 0.0f);
+  }
+}
+
+// Every length's tail on every path: each element as if computed alone; then in place, and
+// accumulating onto what is there.
+TEST(VecActivations, ElementsIndependentOfLengthPlaceAndNeighbours) {
+  using Fwd = void (*)(const float*, float*, int64_t);
+  using Bwd = void (*)(const float*, const float*, float*, int64_t, bool);
+  const struct {
+    const char* name;
+    Fwd fwd;
+    Bwd bwd;
+  } acts[] = {{"gelu", k::gelu_forward, k::gelu_backward},
+              {"silu", k::silu_forward, k::silu_backward}};
+  seqtape::Rng rng(15);
+  for (const auto& act : acts) {
+    SCOPED_TRACE(act.name);
+    for (const char* p : kPaths) {
+      for (int64_t n = 0; n <= 40; ++n) {
+        std::vector<float> x(static_cast<size_t>(n)), g(x.size());
+        for (float& v : x) v = static_cast<float>(-8.0 + 14.0 * rng.uniform());
+        for (float& v : g) v = static_cast<float>(-1.0 + 2.0 * rng.uniform());
+        std::vector<float> y(x.size()), d(x.size());
+        if (!k::activation_on(p, act.name, x.data(), g.data(), y.data(), d.data(), n)) break;
+        for (int64_t i = 0; i < n; ++i) {
+          const size_t u = size_t(i);
+          float ya, da;
+          ASSERT_TRUE(k::activation_on(p, act.name, &x[u], &g[u], &ya, &da, 1));
+          ASSERT_EQ(to_bits(y[u]), to_bits(ya)) << p << " n " << n << " i " << i;
+          ASSERT_EQ(to_bits(d[u]), to_bits(da)) << p << " n " << n << " i " << i;
+        }
+      }
+    }
+    // The process's own path: in place, and accumulating onto what is there.
+    for (int64_t n = 0; n <= 40; ++n) {
+      std::vector<float> x(static_cast<size_t>(n)), g(x.size()), acc(x.size());
+      for (float& v : x) v = static_cast<float>(-8.0 + 14.0 * rng.uniform());
+      for (float& v : g) v = static_cast<float>(-1.0 + 2.0 * rng.uniform());
+      for (float& v : acc) v = static_cast<float>(-1.0 + 2.0 * rng.uniform());
+      std::vector<float> y(x.size()), d(x.size()), inplace = x, summed = acc;
+      act.fwd(x.data(), y.data(), n);
+      act.fwd(inplace.data(), inplace.data(), n);
+      act.bwd(g.data(), x.data(), d.data(), n, false);
+      act.bwd(g.data(), x.data(), summed.data(), n, true);
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(to_bits(inplace[i]), to_bits(y[i])) << n;
+        ASSERT_EQ(to_bits(summed[i]), to_bits(acc[i] + d[i])) << n;
+      }
+    }
+  }
 }
