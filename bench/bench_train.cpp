@@ -1,5 +1,6 @@
 // One training step (forward, cross-entropy, backward, clip, Adam) of the encoder-decoder at
-// four sizes, without dropout and with dropout 0.1, reported as tokens/s and as achieved GFLOP/s
+// four sizes, without dropout and with dropout 0.1 (and with the GELU activation in place of ReLU),
+// reported as tokens/s and as achieved GFLOP/s
 // over the ceilings measured in the same run: the CPU's multiply-add ceiling (fma/ceiling), the
 // best float32 gemm at the model's own largest gemm shape, and the best bf16 gemm there where
 // the CPU has bf16 units. After the benchmarks: the training-speed targets with "met" / "not met",
@@ -107,10 +108,11 @@ struct Setup {
   Rng rng{1};
 };
 
-Setup make_setup(const Cfg& c, double dropout = 0.0) {
+Setup make_setup(const Cfg& c, double dropout = 0.0, Activation act = Activation::Relu) {
   Setup s;
   ModelConfig m = model_config(c);
   m.dropout = dropout;
+  m.activation = act;
   s.model = make_model(m);
   s.params = s.model->named_parameters();
   s.flat = std::make_unique<FlatParams>(s.params);
@@ -203,9 +205,10 @@ bool mode_runs(Mode m) {
   return kernels::matmul_problem(mode_backend(m), mode_precision(m)).empty();
 }
 
-void BM_train_step(benchmark::State& st, Cfg c, Mode mode, double dropout) {
+void BM_train_step(benchmark::State& st, Cfg c, Mode mode, double dropout,
+                   Activation act = Activation::Relu) {
   const kernels::MatmulScope matmul(mode_backend(mode), mode_precision(mode));
-  Setup s = make_setup(c, dropout);
+  Setup s = make_setup(c, dropout, act);
   for (auto _ : st) train_step(s);
   Tape::current().clear();
   st.counters["tokens/s"] =
@@ -304,10 +307,14 @@ const bool kRegistered = [] {
       reg(std::string("BM_bf16_model_shape/") + c.name, BM_gemm_model_shape, c, 0, true, true);
     for (Mode m : kModes)
       if (m == Mode::OpenBLAS || (!seed && mode_runs(m)))
-        reg(std::string("BM_train_step/") + c.name + mode_suffix(m), BM_train_step, c, m, 0.0);
+        reg(std::string("BM_train_step/") + c.name + mode_suffix(m), BM_train_step, c, m, 0.0,
+            Activation::Relu);
     if (!seed)
       reg(std::string("BM_train_step/") + c.name + "/dropout", BM_train_step, c, Mode::OpenBLAS,
-          kDropout);
+          kDropout, Activation::Relu);
+    if (!seed)  // the feed-forward activation's own cost: GELU's erfc and e^x in place of ReLU
+      reg(std::string("BM_train_step/") + c.name + "/gelu", BM_train_step, c, Mode::OpenBLAS, 0.0,
+          Activation::Gelu);
   }
   return true;
 }();
@@ -613,7 +620,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(c.H), static_cast<long long>(c.layers),
                   static_cast<long long>(c.layers), static_cast<long long>(c.F));
     const double peak = sgemm_peak(rep, c.name);
-    for (const char* suffix : {"", "/onednn", "/bf16", "/dropout"}) {
+    for (const char* suffix : {"", "/onednn", "/bf16", "/dropout", "/gelu"}) {
       const std::string step = std::string("BM_train_step/") + c.name + suffix;
       if (!rep.has(step)) continue;
       const double gf = rep.counter(step, "GFLOP/s");
