@@ -10,8 +10,9 @@
 //     kMaxParamsPerToken per label token of the training data (small data, small model);
 //   - the estimate is a fixed rate of parameter-tokens per second per thread, never a timing,
 //     so the same command picks the same model on every run (it errs small on a fast CPU);
-//   - dropout 0.1, label smoothing 0.1, token batches sized to the data, a warmup of 5% of the
-//     estimated steps (at most 400), and the warmup-stable-decay schedule keyed to the budget.
+//   - the GELU activation, dropout 0.1, label smoothing 0.1, token batches sized to the data,
+//     a warmup of 5% of the estimated steps (at most 400), and the warmup-stable-decay schedule
+//     keyed to the budget.
 //
 // Only what the user left out is chosen; --resume takes the run's own choice from its
 // checkpoint, whatever the time limit is now.
@@ -47,7 +48,7 @@ struct AutoInput {
 };
 
 struct AutoChoice {
-  ModelConfig model;  // a rung of the ladder, dropout 0.1, vocab_size 0 (from the vocabulary)
+  ModelConfig model;  // a rung of the ladder, GELU, dropout 0.1, vocab_size 0 (the vocabulary)
   int64_t batch_tokens = 0;
   int64_t warmup = 0;
   double label_smoothing = 0.1;

@@ -40,6 +40,7 @@ TEST(AutoCli, NoModelGivenAndATimeBudgetChoosesModelAndSettings) {
   ASSERT_EQ(t.result.exit_code, 0) << t.result.out << t.result.err;
   EXPECT_NE(t.result.out.find(kChosen), std::string::npos) << t.result.out;
   EXPECT_DOUBLE_EQ(t.config.at("dropout").get<double>(), 0.1);
+  EXPECT_EQ(t.config.at("activation"), "gelu");
   EXPECT_DOUBLE_EQ(t.record.at("optimizer").at("label_smoothing").get<double>(), 0.1);
   EXPECT_EQ(t.record.at("optimizer").at("schedule").at("kind"), "wsd");
   EXPECT_GE(t.record.at("optimizer").at("batch_tokens").get<int64_t>(), 512);
@@ -68,6 +69,7 @@ TEST(AutoCli, AModelFlagPresetOrStepBudgetKeepsTheDefaults) {
     ASSERT_EQ(t.result.exit_code, 0) << t.result.err;
     EXPECT_EQ(t.result.out.find(kChosen), std::string::npos) << extra[2] << "\n" << t.result.out;
     EXPECT_DOUBLE_EQ(t.config.at("dropout").get<double>(), 0.0) << extra[2];
+    EXPECT_EQ(t.config.at("activation"), "relu") << extra[2];
     EXPECT_DOUBLE_EQ(t.record.at("optimizer").at("label_smoothing").get<double>(), 0.0);
     // nor is the precision chosen: float32 products, as before
     EXPECT_EQ(t.result.out.find("precision chosen"), std::string::npos) << extra[2];

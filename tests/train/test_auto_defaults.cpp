@@ -43,12 +43,14 @@ TEST(AutoDefaults, ModelGrowsWithTheBudgetAndStaysSmallForLittleData) {
   EXPECT_LE(one_thread.model.d_model, half_hour.model.d_model);
   for (const AutoChoice* c : {&tiny, &half_hour, &day, &one_thread}) {
     EXPECT_DOUBLE_EQ(c->model.dropout, 0.1);
+    EXPECT_EQ(c->model.activation, Activation::Gelu);
     EXPECT_EQ(c->model.d_model % c->model.n_heads, 0);
     EXPECT_GE(c->warmup, 1);
     EXPECT_LE(c->warmup, 400);
     EXPECT_GE(c->batch_tokens, 512);
     EXPECT_LE(c->batch_tokens, kMaxBatchTokens);
     EXPECT_NE(c->summary.find("d_model"), std::string::npos);
+    EXPECT_NE(c->summary.find("(GELU)"), std::string::npos) << c->summary;
   }
   // Every rung above the smallest is chosen only when the budget trains it on enough tokens,
   // and the data is large enough for it.
