@@ -50,7 +50,7 @@ TEST(AutoDefaults, ModelGrowsWithTheBudgetAndStaysSmallForLittleData) {
     EXPECT_GE(c->batch_tokens, 512);
     EXPECT_LE(c->batch_tokens, kMaxBatchTokens);
     EXPECT_NE(c->summary.find("d_model"), std::string::npos);
-    EXPECT_NE(c->summary.find("(GELU)"), std::string::npos) << c->summary;
+    EXPECT_NE(c->summary.find("(gelu)"), std::string::npos) << c->summary;
   }
   // Every rung above the smallest is chosen only when the budget trains it on enough tokens,
   // and the data is large enough for it.
