@@ -89,13 +89,13 @@ AutoChoice choose_auto(const AutoInput& in) {
   std::snprintf(buf, sizeof buf,
                 "model and schedule chosen for the data and the budget (no --preset, --config or "
                 "model flag given): d_model %lld, %lld heads, %lld+%lld layers, FFN %lld (%s), "
-                "dropout 0.1; %lld examples, %lld label tokens, about %.0f passes in %.0f s on %s",
+                "dropout %g; %lld examples, %lld label tokens, about %.0f passes in %.0f s on %s",
                 static_cast<long long>(c.model.d_model), static_cast<long long>(c.model.n_heads),
                 static_cast<long long>(c.model.n_encoder_layers),
                 static_cast<long long>(c.model.n_decoder_layers),
                 static_cast<long long>(c.model.d_ff), activation_row(c.model.activation).name,
-                static_cast<long long>(in.examples), static_cast<long long>(in.label_tokens),
-                c.epochs, in.seconds, where);
+                c.model.dropout, static_cast<long long>(in.examples),
+                static_cast<long long>(in.label_tokens), c.epochs, in.seconds, where);
   c.summary = buf;
   return c;
 }
